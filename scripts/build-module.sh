@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Build sdp.ko for one kernel and stage it in a module root the VM uses.
+#
+#   build-module.sh KVER [BUILD_DIR] [extra Kbuild make args...]
+#
+# Kbuild builds external modules inside their source directory, so each
+# kernel gets its own symlink mirror of kernel/ (BUILD_DIR/kmod/KVER): the
+# source tree stays clean and several kernels can be built side by side.
+#
+# The module is then installed into BUILD_DIR/modroot-KVER/lib/modules/KVER
+# (kernel/ there links to the distro modules) and depmod indexes it, exactly
+# what `make modules_install` + depmod do for a staging root.  The VM points
+# the kernel's module loader at that root, so socket(AF_INET_SDP, ...) can
+# autoload sdp.ko through its net-pf alias.
+set -euo pipefail
+kver=$1
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$(realpath -m "${2:-$top/build}")
+shift $(( $# >= 2 ? 2 : 1 ))
+
+kdir=/lib/modules/$kver/build
+[ -f "$kdir/Makefile" ] || { echo "build-module: no headers for $kver in $kdir" >&2; exit 1; }
+
+mirror=$build/kmod/$kver
+mkdir -p "$mirror"
+# Refresh the mirror: new files get links, removed ones lose theirs.
+find "$mirror" -type l ! -exec test -e {} \; -delete
+cp -rsf "$top/kernel/." "$mirror/"
+
+# pahole cannot encode C++ DWARF into BTF (DW_TAG_reference_type), and a
+# kernel with CONFIG_DEBUG_INFO_BTF_MODULES runs it on every module: leave
+# the C++ compilation units out of the module's BTF (the C glue keeps its).
+# Kernels without MODULE_PAHOLE_FLAGS (6.1) have no vmlinux in their
+# headers and skip module BTF altogether.
+make -C "$kdir" M="$mirror" SDP_TOP="$top" \
+	MODULE_PAHOLE_FLAGS="--lang_exclude=rust,c++,c++03,c++11,c++14" "$@" modules
+
+modroot=$build/modroot-$kver
+moddir=$modroot/lib/modules/$kver
+mkdir -p "$moddir/extra"
+ln -sfn "/lib/modules/$kver/kernel" "$moddir/kernel"
+for f in modules.builtin modules.builtin.modinfo modules.order; do
+	ln -sfn "/lib/modules/$kver/$f" "$moddir/$f"
+done
+if ! cmp -s "$mirror/sdp.ko" "$moddir/extra/sdp.ko"; then
+	install -m 0644 "$mirror/sdp.ko" "$moddir/extra/sdp.ko"
+	depmod -b "$modroot" -F "/boot/System.map-$kver" "$kver"
+fi
+echo "build-module: $mirror/sdp.ko (installed in $modroot)"

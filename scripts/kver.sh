@@ -1,0 +1,20 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# Print the installed Debian kernels that the module can be built and tested
+# against: an image in /boot and matching headers.  Newest first.
+#
+#   kver.sh          the newest one (the default KVER)
+#   kver.sh --all    all of them, one per line
+set -eu
+list() {
+	for d in /lib/modules/*/; do
+		k=$(basename "$d")
+		[ -f "/boot/vmlinuz-$k" ] && [ -f "/lib/modules/$k/build/Makefile" ] && echo "$k"
+	done | sort -rV
+}
+if [ "${1:-}" = --all ]; then
+	list
+else
+	list | head -n 1
+fi

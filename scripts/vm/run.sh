@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Boot a Debian kernel under qemu with the host root mounted read-only over
+# 9p, run one guest script (a test tier), and return its exit code.
+#
+#   run.sh [-k KVER] [-o RESULTS_DIR] [-t TIMEOUT_S] [-m MEM_MB] [-c CPUS] SCRIPT [ARGS...]
+#
+# RESULTS_DIR receives console.log (serial console), guest.log (the script's
+# output), dmesg.txt and exit-code.  The run fails if the script fails, if
+# the guest never reports (hang, panic: the host timeout kills qemu), or if
+# the kernel log shows a BUG/WARNING/Oops/lockup/hung task/refcount or list
+# corruption report (check-dmesg.sh).
+#
+# Acceleration: TCG unless SDP_VM_ACCEL=kvm, or SDP_VM_ACCEL=auto and a probe
+# boot under KVM succeeded (nested KVM hangs on some hosts, so it is probed,
+# never assumed; the verdict is cached in build/vm/accel).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+
+kver=${KVER:-}
+results=
+timeout_s=600
+mem=1024
+cpus=2
+while getopts k:o:t:m:c: opt; do
+	case $opt in
+	k) kver=$OPTARG ;;
+	o) results=$OPTARG ;;
+	t) timeout_s=$OPTARG ;;
+	m) mem=$OPTARG ;;
+	c) cpus=$OPTARG ;;
+	*) sed -n '4,10p' "$0" >&2; exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+[ $# -ge 1 ] || { echo "run.sh: no guest script" >&2; exit 2; }
+[ -n "$kver" ] || kver=$("$top/scripts/kver.sh")
+[ -n "$kver" ] || { echo "run.sh: no kernel with headers installed (make deps)" >&2; exit 2; }
+[ -f "/boot/vmlinuz-$kver" ] || { echo "run.sh: /boot/vmlinuz-$kver missing" >&2; exit 2; }
+results=$(realpath -m "${results:-$top/build/vm/results/$kver}")
+
+vmdir=$top/build/vm
+initrd=$vmdir/initramfs-$kver.cpio.gz
+if [ ! -f "$initrd" ] || [ "$here/init" -nt "$initrd" ] || [ "$here/mkinitramfs.sh" -nt "$initrd" ]; then
+	"$here/mkinitramfs.sh" "$kver" "$initrd"
+fi
+
+# One qemu boot.  $1: results dir, $2: host-side timeout, $3: accel.
+boot() {
+	local dir=$1 limit=$2 accel=$3 cpu=max
+	[ "$accel" = kvm ] && cpu=host
+	timeout -k 5 "$limit" qemu-system-x86_64 \
+		-accel "$accel" -cpu "$cpu" -m "$mem" -smp "$cpus" \
+		-kernel "/boot/vmlinuz-$kver" -initrd "$initrd" \
+		-append "console=ttyS0 loglevel=5 panic=-1 oops=panic sysctl.kernel.hung_task_timeout_secs=30" \
+		-display none -monitor none -serial "file:$dir/console.log" \
+		-no-reboot -nic none \
+		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+		-virtfs "local,path=$dir,mount_tag=results,security_model=none,multidevs=remap" \
+		> "$dir/qemu.log" 2>&1
+}
+
+# Prepare a results dir for SCRIPT ARGS.
+prepare() {
+	local dir=$1 timeout=$2
+	shift 2
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	echo "$here/guest-stage2.sh" > "$dir/stage2"
+	{
+		printf 'SDP_TOP=%q\n' "$top"
+		printf 'SDP_KVER=%q\n' "$kver"
+		printf 'SDP_GUEST_TIMEOUT=%q\n' "$timeout"
+		printf 'SDP_RESULTS=%q\n' /run/sdp-results
+	} > "$dir/guest.env"
+	printf 'exec bash' > "$dir/cmd.sh"
+	printf ' %q' "$@" >> "$dir/cmd.sh"
+	echo >> "$dir/cmd.sh"
+}
+
+pick_accel() {
+	local want=${SDP_VM_ACCEL:-auto} cache=$vmdir/accel
+	case $want in
+	tcg | kvm) echo "$want"; return ;;
+	esac
+	if [ ! -w /dev/kvm ]; then echo tcg; return; fi
+	if [ ! -f "$cache" ]; then
+		local probe=$vmdir/kvm-probe
+		prepare "$probe" 10 true
+		if boot "$probe" 20 kvm && [ "$(cat "$probe/exit-code" 2>/dev/null)" = 0 ]; then
+			echo kvm > "$cache"
+		else
+			echo tcg > "$cache"
+		fi
+	fi
+	cat "$cache"
+}
+
+accel=$(pick_accel)
+prepare "$results" "$timeout_s" "$@"
+start=$(date +%s)
+echo "run.sh: booting $kver ($accel) for: $*"
+boot "$results" $((timeout_s + 120)) "$accel" || true
+elapsed=$(( $(date +%s) - start ))
+
+status=0
+if [ -f "$results/exit-code" ]; then
+	rc=$(cat "$results/exit-code")
+else
+	rc=none
+	echo "run.sh: the guest did not report an exit code (hang or panic); console tail:" >&2
+	tail -n 40 "$results/console.log" >&2 || true
+	status=1
+fi
+cat "$results/guest.log" 2>/dev/null || true
+if [ "$rc" != none ] && [ "$rc" != 0 ]; then
+	echo "run.sh: guest script failed with exit code $rc" >&2
+	status=1
+fi
+if ! "$here/check-dmesg.sh" "$results/dmesg.txt" "$results/console.log"; then
+	status=1
+fi
+echo "run.sh: $kver: guest exit $rc, ${elapsed}s wall, results in $results"
+exit $status
