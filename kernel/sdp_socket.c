@@ -27,6 +27,7 @@ static int sdp_release(struct socket *sock)
 		return 0;
 
 	lock_sock(sk);
+	sock_prot_inuse_add(sock_net(sk), sk->sk_prot, -1);
 	sock_orphan(sk);
 	sk->sk_shutdown = SHUTDOWN_MASK;
 	release_sock(sk);
@@ -57,9 +58,11 @@ static struct proto_ops sdp_proto_ops = {
 };
 
 /*
- * Errors follow inet_create() for the same request on AF_INET: a protocol
- * number out of range is -EINVAL, a type without a stream protocol is
- * -ESOCKTNOSUPPORT, a stream protocol other than TCP is -EPROTONOSUPPORT.
+ * Errors are those inet_create() gives on AF_INET when TCP is its only
+ * protocol: a protocol number out of range is -EINVAL, any type but
+ * SOCK_STREAM is -ESOCKTNOSUPPORT, a stream protocol other than TCP is
+ * -EPROTONOSUPPORT.  (The real AF_INET says -EPROTONOSUPPORT for, e.g.,
+ * SOCK_DGRAM + IPPROTO_TCP because it has UDP; SDP has no datagram type.)
  */
 static int sdp_create(struct net *net, struct socket *sock, int protocol,
 		      int kern)
@@ -81,6 +84,8 @@ static int sdp_create(struct net *net, struct socket *sock, int protocol,
 	sock->ops = &sdp_proto_ops;
 	sock_init_data(sock, sk);
 	sk->sk_protocol = IPPROTO_TCP;
+	/* Counted per namespace in the "sockets" column of /proc/net/protocols. */
+	sock_prot_inuse_add(net, &sdp_proto, 1);
 	return 0;
 }
 

@@ -30,7 +30,7 @@ CreditLedger::RxError CreditLedger::on_receive(const wire::Bsdh& in)
         return RxError::kSequenceGap;
     const u32 last_sent = next_tx_mseq_ - 1;
     // The peer can acknowledge at most what we sent: in_flight must not be
-    // "negative" (mod 2^32, anything above 2^31 is).
+    // "negative" (mod 2^32, 2^31 and above is).
     const u32 in_flight = last_sent - in.mseq_ack;
     if (in_flight > 0x7fffffffu)
         return RxError::kAckFromFuture;

@@ -157,6 +157,11 @@ u32 header_size(Mid mid)
     return info.shape == Shape::kUnsupported ? 0 : info.header_size;
 }
 
+bool is_sdp_mid(u8 mid)
+{
+    return mid_info(mid).shape != Shape::kUnknown;
+}
+
 const char* mid_name(u8 mid)
 {
     return mid_info(mid).name;

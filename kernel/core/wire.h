@@ -140,6 +140,10 @@ DecodeError decode(const u8* buf, usize size, Message* out);
 // On success *written is the header length; the payload goes right after it.
 EncodeError encode_header(const Message& msg, u8* buf, usize size, usize* written);
 
+// Whether `mid` is a message id the SDP specification defines (spoken by
+// this implementation or not).
+bool is_sdp_mid(u8 mid);
+
 const char* mid_name(u8 mid);
 const char* decode_error_name(DecodeError err);
 
