@@ -1,0 +1,39 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# VM tier "socket": runs inside the guest (scripts/vm/run.sh).  One boot runs
+# every test of the tier.
+#
+#   tier-socket.sh BUILD_DIR
+#
+# BUILD_DIR holds host-built test binaries (host/) and the module built for
+# the running kernel (kmod/$KVER, modroot-$KVER).
+set -euo pipefail
+build=$1
+kver=$(uname -r)
+
+export SDP_MODULE=$build/kmod/$kver/sdp.ko
+export SDP_MODROOT=$build/modroot-$kver
+[ -f "$SDP_MODULE" ] || { echo "tier-socket: $SDP_MODULE not built" >&2; exit 1; }
+
+status=0
+"$build/host/sdp_vm_socket_tests" --gtest_color=no || status=1
+
+# Soft-RoCE test bed for the RDMA tiers: both devices must come up and an
+# RDMA CM connection must carry data (rping).
+if scripts/vm/rxe-setup.sh; then
+	rping -s -a 10.77.0.1 -C 2 > /tmp/rping-server.log 2>&1 &
+	server=$!
+	sleep 1
+	if timeout 30 rping -c -a 10.77.0.1 -C 2 -v; then
+		echo "[  PASSED  ] soft-RoCE: rxe0/rxe1 ACTIVE, rping over RDMA CM"
+	else
+		echo "[  FAILED  ] soft-RoCE: rping failed" >&2
+		status=1
+	fi
+	wait "$server" || status=1
+else
+	echo "[  FAILED  ] soft-RoCE: rxe-setup failed" >&2
+	status=1
+fi
+exit $status

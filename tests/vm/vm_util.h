@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// Helpers for tests that run as root inside the test VM: module load and
+// unload through the raw syscalls (so errno is the kernel's own), the kernel
+// log, and small /proc and /sys readers.
+#ifndef SDP_TESTS_VM_UTIL_H
+#define SDP_TESTS_VM_UTIL_H
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sdp::vmtest {
+
+// finit_module(path, params): 0 or the errno the kernel returned.
+int load_module(const std::string& path, const std::string& params);
+// delete_module(name, O_NONBLOCK): 0 or errno.
+int unload_module(const std::string& name);
+bool module_loaded(const std::string& name);
+
+// Environment variable that the tier script must set; aborts the test
+// binary with a message naming it when missing.
+std::string required_env(const char* name);
+
+std::optional<std::string> read_file(const std::string& path);
+bool write_file(const std::string& path, const std::string& text);
+
+// "sockets" column of a protocol's line in /proc/net/protocols, or -1.
+long protocol_sockets_in_use(const std::string& protocol);
+
+// Kernel log records written after construction (reads /dev/kmsg).
+class KmsgCapture {
+  public:
+    KmsgCapture();
+    ~KmsgCapture();
+    KmsgCapture(const KmsgCapture&) = delete;
+    KmsgCapture& operator=(const KmsgCapture&) = delete;
+
+    // Message texts of all records since construction (kmsg prefix removed).
+    const std::vector<std::string>& lines();
+    // True if some new record contains `needle`.
+    bool contains(const std::string& needle);
+
+  private:
+    int fd_ = -1;
+    std::vector<std::string> seen_;
+};
+
+} // namespace sdp::vmtest
+
+#endif // SDP_TESTS_VM_UTIL_H
