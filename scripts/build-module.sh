@@ -3,8 +3,9 @@
 #
 # Build sdp.ko for one kernel and stage it in a module root the VM uses.
 #
-#   build-module.sh KVER [BUILD_DIR] [extra Kbuild make args...]
+#   build-module.sh KVER [extra Kbuild make args, e.g. C=2]
 #
+# Output goes under $SDP_BUILD (default: build/ in the repository).
 # Kbuild builds external modules inside their source directory, so each
 # kernel gets its own symlink mirror of kernel/ (BUILD_DIR/kmod/KVER): the
 # source tree stays clean and several kernels can be built side by side.
@@ -16,9 +17,9 @@
 # autoload sdp.ko through its net-pf alias.
 set -euo pipefail
 kver=$1
+shift
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=$(realpath -m "${2:-$top/build}")
-shift $(( $# >= 2 ? 2 : 1 ))
+build=$(realpath -m "${SDP_BUILD:-$top/build}")
 
 kdir=/lib/modules/$kver/build
 [ -f "$kdir/Makefile" ] || { echo "build-module: no headers for $kver in $kdir" >&2; exit 1; }

@@ -2,16 +2,16 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Install every Debian package the sdp build, tests and benchmarks need.
-# Idempotent: packages already installed are not touched, and apt is not run
-# at all when nothing is missing.  Runs as root (or through sudo when it is
-# available).
+# Idempotent: what is installed is not touched, and apt does not run at all
+# when nothing is missing.  Runs as root (or through sudo when available).
 #
-#   scripts/install-deps.sh            # install what is missing
-#   scripts/install-deps.sh --check    # exit 1 (and list them) if anything is missing
+#   scripts/install-deps.sh            install what is missing
+#   scripts/install-deps.sh --check    exit 1, listing it, if anything is missing
 #
-# Environment:
-#   SDP_BACKPORTS_KERNEL=1   also install the bookworm-backports kernel (6.12)
-#                            image and headers, a second target for the module.
+# Kernels: the module is built and VM-tested against every installed Debian
+# kernel with headers.  Two series are installed: 6.1 and 6.12 (both are
+# bookworm kernels; 6.12 comes through bookworm-security), two generations
+# of the socket, RDMA and Kbuild APIs.  SDP_KERNEL_612=0 skips 6.12.
 set -euo pipefail
 
 # Host build and host tests.
@@ -19,10 +19,10 @@ pkgs_build=(
 	build-essential g++ gcc make cmake ninja-build pkg-config
 	clang libclang-rt-14-dev clang-format clang-tidy
 	libgtest-dev libgmock-dev googletest libbenchmark-dev
-	sparse git
+	sparse pahole git python3 xz-utils
 )
-# Kernel image + headers for the module build and the VM; the module tools.
-pkgs_kernel=(linux-image-amd64 linux-headers-amd64 kmod)
+# Module tooling (the kernels themselves are handled below).
+pkgs_kernel=(kmod)
 # VM test bed: qemu (TCG), an initramfs made of busybox, Soft-RoCE userspace.
 pkgs_vm=(
 	qemu-system-x86 qemu-utils busybox-static cpio iproute2 procps
@@ -32,19 +32,10 @@ pkgs_vm=(
 # Userspace library and benchmarks.
 pkgs_user=(liburing-dev iperf3)
 
-all=("${pkgs_build[@]}" "${pkgs_kernel[@]}" "${pkgs_vm[@]}" "${pkgs_user[@]}")
-
-backports_list=/etc/apt/sources.list.d/sdp-bookworm-backports.sources
-
-want_backports() { [ "${SDP_BACKPORTS_KERNEL:-0}" = 1 ]; }
-
-missing_pkgs() {
-	local p
-	for p in "$@"; do
-		dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null |
-			grep -q '^install ok installed$' || echo "$p"
-	done
-}
+# Kernel series: "name-regex-of-the-image-package  /lib/modules glob".
+kernel_series=('^linux-image-6\.1\.0-[0-9]+-amd64$ 6.1.0-*-amd64')
+[ "${SDP_KERNEL_612:-1}" = 1 ] &&
+	kernel_series+=('^linux-image-6\.12\.[0-9]+\+deb12-amd64$ 6.12.*+deb12-amd64')
 
 as_root() {
 	if [ "$(id -u)" = 0 ]; then
@@ -57,57 +48,62 @@ as_root() {
 	fi
 }
 
-add_backports() {
-	[ -f "$backports_list" ] && return 0
-	# Same mirror and keyring as the bookworm entry already configured.
-	as_root tee "$backports_list" >/dev/null <<-EOF
-		Types: deb
-		URIs: http://deb.debian.org/debian
-		Suites: bookworm-backports
-		Components: main
-		Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-	EOF
-	need_update=1
+missing_pkgs() {
+	local p
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null |
+			grep -q '^install ok installed$' || echo "$p"
+	done
 }
 
-need_update=0
-want_backports && add_backports
+# A series is present when some kernel of it has an image and headers.
+series_present() {
+	local glob=$1 d k
+	for d in /lib/modules/$glob/; do
+		k=$(basename "$d")
+		[ -f "/boot/vmlinuz-$k" ] && [ -f "/lib/modules/$k/build/Makefile" ] && return 0
+	done
+	return 1
+}
 
-mapfile -t missing < <(missing_pkgs "${all[@]}")
-
-# The backports kernel has a versioned name; find the newest one apt offers.
-backports_pkgs=()
-if want_backports; then
-	if ! ls /lib/modules/6.12.*-amd64/build/Makefile >/dev/null 2>&1; then
-		backports_pkgs=(-t bookworm-backports linux-image-amd64 linux-headers-amd64)
-	fi
-fi
+mapfile -t missing < <(missing_pkgs "${pkgs_build[@]}" "${pkgs_kernel[@]}" "${pkgs_vm[@]}" "${pkgs_user[@]}")
+missing_series=()
+for s in "${kernel_series[@]}"; do
+	read -r regex glob <<<"$s"
+	series_present "$glob" || missing_series+=("$s")
+done
 
 if [ "${1:-}" = --check ]; then
-	if [ ${#missing[@]} -gt 0 ] || [ ${#backports_pkgs[@]} -gt 0 ]; then
-		echo "missing: ${missing[*]} ${backports_pkgs[*]}"
+	if [ ${#missing[@]} -gt 0 ] || [ ${#missing_series[@]} -gt 0 ]; then
+		echo "missing packages: ${missing[*]:-none}; kernels: ${#missing_series[@]} series"
 		exit 1
 	fi
 	exit 0
 fi
-
-if [ ${#missing[@]} -eq 0 ] && [ ${#backports_pkgs[@]} -eq 0 ]; then
+if [ ${#missing[@]} -eq 0 ] && [ ${#missing_series[@]} -eq 0 ]; then
 	echo "install-deps: all packages present"
 	exit 0
 fi
 
 export DEBIAN_FRONTEND=noninteractive
 # Package lists may never have been fetched on a fresh machine.
-if [ "$need_update" = 1 ] || [ -z "$(ls -A /var/lib/apt/lists 2>/dev/null | grep -v lock)" ] ||
-	! apt-cache show "${missing[0]:-cmake}" >/dev/null 2>&1; then
+if ! apt-cache show cmake >/dev/null 2>&1 || [ ${#missing_series[@]} -gt 0 ]; then
 	as_root apt-get update -q
 fi
-if [ ${#missing[@]} -gt 0 ]; then
-	echo "install-deps: installing ${missing[*]}"
-	as_root apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
-if [ ${#backports_pkgs[@]} -gt 0 ]; then
-	echo "install-deps: installing the bookworm-backports kernel"
-	as_root apt-get install -y -q --no-install-recommends "${backports_pkgs[@]}"
-fi
+
+# Kernels by exact (versioned) package name, so installing one series never
+# moves the linux-image-amd64 metapackage away from the other.
+kernel_pkgs=()
+for s in "${missing_series[@]}"; do
+	read -r regex glob <<<"$s"
+	image=$(apt-cache search --names-only "$regex" | awk '{print $1}' | sort -V | tail -n 1)
+	if [ -z "$image" ]; then
+		echo "install-deps: no kernel package matches $regex" >&2
+		exit 1
+	fi
+	kernel_pkgs+=("$image" "${image/linux-image-/linux-headers-}")
+done
+
+echo "install-deps: installing ${missing[*]} ${kernel_pkgs[*]}"
+as_root apt-get install -y -q --no-install-recommends "${missing[@]}" "${kernel_pkgs[@]}"
 echo "install-deps: done"

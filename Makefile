@@ -1,0 +1,98 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# sdp top-level build: Kbuild for sdp.ko, CMake/Ninja for everything in
+# userspace.  `make help` lists the targets.
+#
+# Variables:
+#   KVER          kernel to build the module for and boot in the VM
+#                 (default: the newest installed Debian kernel with headers)
+#   VM_KVERS      kernels `make check` tests in the VM (default: all installed)
+#   BUILD         output directory (default: build)
+#   FUZZ_SECONDS  length of `make fuzz` (the smoke run in `make check` is 20 s)
+
+SHELL := /bin/bash
+TOP := $(abspath .)
+BUILD ?= $(TOP)/build
+HOST_BUILD := $(BUILD)/host
+FUZZ_SECONDS ?= 300
+# Evaluated in recipes, after `deps` may have installed the kernels.
+KVER ?=
+VM_KVERS ?=
+kver = $${KVER:-$$(scripts/kver.sh)}
+vm_kvers = $${VM_KVERS:-$$(scripts/kver.sh --all)}
+
+export SDP_BUILD := $(BUILD)
+export KVER VM_KVERS
+
+.PHONY: all help deps userspace module modules unit vm-check check fuzz \
+	format format-check tidy sparse clean
+
+all: userspace module
+
+help:
+	@echo "make              build userspace (build/host) and sdp.ko for KVER"
+	@echo "make deps         install missing Debian packages (needs root)"
+	@echo "make check        host unit tests, fuzz smoke run, VM tests on every kernel"
+	@echo "make unit         host unit tests and fuzz smoke run only"
+	@echo "make vm-check     VM tier(s) only (KVER or VM_KVERS)"
+	@echo "make module       sdp.ko for KVER;  make modules: for every kernel"
+	@echo "make fuzz         long fuzz run (FUZZ_SECONDS)"
+	@echo "make format | format-check | tidy | sparse"
+
+deps:
+	@scripts/install-deps.sh --check >/dev/null 2>&1 || scripts/install-deps.sh
+
+$(HOST_BUILD)/build.ninja: CMakeLists.txt userlib/CMakeLists.txt | deps
+	cmake -S $(TOP) -B $(HOST_BUILD) -G Ninja \
+		-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+userspace: deps $(HOST_BUILD)/build.ninja
+	ninja -C $(HOST_BUILD)
+
+# sparse runs on the C glue of every module build (C=1), warnings are errors.
+module: deps
+	scripts/build-module.sh "$(kver)" C=1 CHECK="sparse -Wsparse-error"
+
+modules: deps
+	@set -e; for k in $(vm_kvers); do \
+		scripts/build-module.sh "$$k" C=1 CHECK="sparse -Wsparse-error"; \
+	done
+
+sparse: deps
+	scripts/build-module.sh "$(kver)" C=2 CHECK="sparse -Wsparse-error"
+
+unit: userspace
+	cd $(HOST_BUILD) && ctest --output-on-failure --timeout 300
+
+# One boot per kernel runs the whole VM tier; every kernel is tried even when
+# one fails, and the target fails if any did.
+vm-check: userspace modules
+	@failed=""; for k in $(vm_kvers); do \
+		scripts/vm/run.sh -k "$$k" -o $(BUILD)/vm/results/$$k -t 600 \
+			tests/vm/tier-socket.sh $(BUILD) || failed="$$failed $$k"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "vm-check: FAILED on:$$failed"; exit 1; fi; \
+	echo "vm-check: passed on: $$(echo $(vm_kvers))"
+
+check: unit vm-check
+	@echo "check: all tiers passed"
+
+fuzz: userspace
+	scripts/fuzz-smoke.sh $(HOST_BUILD)/fuzz_wire_decode \
+		tests/fuzz/corpus/wire_decode $(BUILD)/fuzz-artifacts $(FUZZ_SECONDS)
+
+CXX_SOURCES = $(shell git ls-files 'kernel/core/*.cpp' 'kernel/core/*.h' \
+	'tests/*.cpp' 'tests/*.h' 'userlib/*.cpp' 'userlib/*.h')
+
+format:
+	clang-format -i $(CXX_SOURCES)
+
+format-check:
+	clang-format --dry-run --Werror $(CXX_SOURCES)
+
+tidy: userspace
+	clang-tidy -p $(HOST_BUILD) --quiet $(filter %.cpp,$(CXX_SOURCES))
+
+clean:
+	rm -rf $(BUILD)
