@@ -47,10 +47,26 @@ if [ ! -f "$initrd" ] || [ "$here/init" -nt "$initrd" ] || [ "$here/mkinitramfs.
 	"$here/mkinitramfs.sh" "$kver" "$initrd"
 fi
 
+# The repository and the build directory are shared with the guest on their
+# own as well as through the host root: the guest mounts tmpfs on /tmp,
+# /run and /var/tmp, which would hide a checkout or build living there.
+shares=("$top")
+build_dir=$(realpath -m "${SDP_BUILD:-$top/build}")
+case $build_dir/ in
+"$top"/*) ;;
+*) shares+=("$build_dir") ;;
+esac
+
 # One qemu boot.  $1: results dir, $2: host-side timeout, $3: accel.
 boot() {
-	local dir=$1 limit=$2 accel=$3 cpu=max
+	local dir=$1 limit=$2 accel=$3 cpu=max i
+	local share_args=()
 	[ "$accel" = kvm ] && cpu=host
+	: > "$dir/shares"
+	for i in "${!shares[@]}"; do
+		share_args+=(-virtfs "local,path=${shares[$i]},mount_tag=share$i,security_model=none,readonly=on,multidevs=remap")
+		echo "share$i ${shares[$i]}" >> "$dir/shares"
+	done
 	timeout -k 5 "$limit" qemu-system-x86_64 \
 		-accel "$accel" -cpu "$cpu" -m "$mem" -smp "$cpus" \
 		-kernel "/boot/vmlinuz-$kver" -initrd "$initrd" \
@@ -59,6 +75,7 @@ boot() {
 		-no-reboot -nic none \
 		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 		-virtfs "local,path=$dir,mount_tag=results,security_model=none,multidevs=remap" \
+		"${share_args[@]}" \
 		> "$dir/qemu.log" 2>&1
 }
 
