@@ -366,10 +366,12 @@ TEST(Credits, CreditUpdateDueCases)
 
 TEST(Credits, CreditUpdateDueMatchesRuleExhaustively)
 {
-    for (u16 remote = 0; remote <= 80; remote++)
-        for (u16 posted = 0; posted <= 200; posted++)
+    for (u16 remote = 0; remote <= 80; remote++) {
+        for (u16 posted = 0; posted <= 200; posted++) {
             ASSERT_EQ(DueWithRemote(remote, posted), UpdateDueByRule(remote, posted))
                 << "remote " << remote << " posted " << posted;
+        }
+    }
 }
 
 TEST(Credits, CreditUpdateClearsOnceSent)

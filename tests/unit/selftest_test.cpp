@@ -13,7 +13,7 @@ TEST(CoreSelftest, PassesAndClearsFailedName)
     // Start from a non-null name so the test sees the core clear it.
     const char* failed = "not cleared";
     const int rc = sdp_core_selftest(&failed);
-    EXPECT_EQ(rc, 0) << "first failing check: " << (failed ? failed : "(null)");
+    EXPECT_EQ(rc, 0) << "first failing check: " << (failed != nullptr ? failed : "(null)");
     EXPECT_EQ(failed, nullptr);
 }
 

@@ -611,7 +611,7 @@ Bytes EncodeWithPayload(const Message& msg, usize header_len, const Bytes& paylo
 
 Bytes PayloadOf(const Message& m)
 {
-    return m.payload_len ? Bytes(m.payload, m.payload + m.payload_len) : Bytes();
+    return m.payload_len != 0 ? Bytes(m.payload, m.payload + m.payload_len) : Bytes();
 }
 
 // Overwrite BSDH.len of an encoded message.
@@ -1295,13 +1295,13 @@ TEST(WireRoundTrip, RandomFieldsForEveryEncodableMessage)
             case Mid::kHello:
                 m.hello.major = 2;
                 m.hello.minor = static_cast<u8>(rng() & 0xf);
-                m.hello.ip_version = rng() & 1 ? IpVersion::kV4 : IpVersion::kV6;
+                m.hello.ip_version = (rng() & 1) != 0 ? IpVersion::kV4 : IpVersion::kV6;
                 m.hello.caps = static_cast<u8>(rng() & 0xf);
                 m.hello.max_adverts = static_cast<u8>(1 + rng() % 255);
                 m.hello.desired_remote_rcv_size = u32r();
                 m.hello.local_rcv_size = u32r();
                 m.hello.local_port = static_cast<u16>(rng());
-                m.hello.has_addresses = rng() & 1;
+                m.hello.has_addresses = (rng() & 1) != 0;
                 if (m.hello.has_addresses) {
                     for (int i = 0; i < 16; i++) {
                         m.hello.src_addr[i] = static_cast<u8>(rng());

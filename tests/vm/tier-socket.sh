@@ -22,16 +22,25 @@ status=0
 # Soft-RoCE test bed for the RDMA tiers: both devices must come up and an
 # RDMA CM connection must carry data (rping).
 if scripts/vm/rxe-setup.sh; then
-	rping -s -a 10.77.0.1 -C 2 > /tmp/rping-server.log 2>&1 &
+	# The server may not listen yet when the client first tries (REJECTED):
+	# retry the client for a while; both ends are bounded by timeouts.
+	timeout 60 rping -s -a 10.77.0.1 -C 2 > /tmp/rping-server.log 2>&1 &
 	server=$!
-	sleep 1
-	if timeout 30 rping -c -a 10.77.0.1 -C 2 -v; then
+	ok=0
+	for _ in $(seq 20); do
+		if timeout 20 rping -c -a 10.77.0.1 -C 2 -v; then
+			ok=1
+			break
+		fi
+		sleep 1
+	done
+	if [ $ok = 1 ] && wait "$server"; then
 		echo "[  PASSED  ] soft-RoCE: rxe0/rxe1 ACTIVE, rping over RDMA CM"
 	else
 		echo "[  FAILED  ] soft-RoCE: rping failed" >&2
+		cat /tmp/rping-server.log >&2
 		status=1
 	fi
-	wait "$server" || status=1
 else
 	echo "[  FAILED  ] soft-RoCE: rxe-setup failed" >&2
 	status=1
