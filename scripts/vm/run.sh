@@ -6,6 +6,8 @@
 #
 #   run.sh [-k KVER] [-o RESULTS_DIR] [-t TIMEOUT_S] [-m MEM_MB] [-c CPUS] SCRIPT [ARGS...]
 #
+# SCRIPT is any executable the guest can reach (relative paths are taken
+# from the repository root), run as root.
 # RESULTS_DIR receives console.log (serial console), guest.log (the script's
 # output), dmesg.txt and exit-code.  The run fails if the script fails, if
 # the guest never reports (hang, panic: the host timeout kills qemu), or if
@@ -92,7 +94,7 @@ prepare() {
 		printf 'SDP_GUEST_TIMEOUT=%q\n' "$timeout"
 		printf 'SDP_RESULTS=%q\n' /run/sdp-results
 	} > "$dir/guest.env"
-	printf 'exec bash' > "$dir/cmd.sh"
+	printf 'exec' > "$dir/cmd.sh"
 	printf ' %q' "$@" >> "$dir/cmd.sh"
 	echo >> "$dir/cmd.sh"
 }
@@ -129,6 +131,10 @@ else
 	rc=none
 	echo "run.sh: the guest did not report an exit code (hang or panic); console tail:" >&2
 	tail -n 40 "$results/console.log" >&2 || true
+	if [ -s "$results/qemu.log" ]; then
+		echo "run.sh: qemu said:" >&2
+		tail -n 10 "$results/qemu.log" >&2
+	fi
 	status=1
 fi
 cat "$results/guest.log" 2>/dev/null || true

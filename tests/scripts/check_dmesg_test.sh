@@ -1,0 +1,59 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# scripts/vm/check-dmesg.sh must pass a clean boot log and fail on each kind
+# of kernel report it promises to catch (otherwise a VM tier could pass with
+# a WARNING in its log).
+set -u
+check=$(dirname "$0")/../../scripts/vm/check-dmesg.sh
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+clean='[    0.000000] Linux version 6.1.0-56-amd64
+[    7.846377] sdp: loading out-of-tree module taints kernel.
+[    7.846380] sdp: module verification failed: signature and/or required key missing - tainting kernel
+[    7.847859] sdp: registered socket family 27
+[   17.767296] infiniband rxe0: set active'
+printf '%s\n' "$clean" > "$work/clean.log"
+if ! "$check" "$work/clean.log" 2>/dev/null; then
+	echo "FAIL: clean log rejected"
+	failures=$((failures + 1))
+fi
+
+reports=(
+	'[   12.1] WARNING: CPU: 0 PID: 1 at net/core/sock.c:123 sk_free+0x1/0x2'
+	'[   12.1] BUG: kernel NULL pointer dereference, address: 0000000000000008'
+	'[   12.1] Oops: 0002 [#1] PREEMPT SMP NOPTI'
+	'[   12.1] general protection fault, probably for non-canonical address'
+	'[   12.1] kernel BUG at net/sdp/sdp_socket.c:42!'
+	'[   12.1] watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [sdp:123]'
+	'[   12.1] NMI watchdog: Watchdog detected hard LOCKUP on cpu 1'
+	'[   12.1] rcu: INFO: rcu_preempt self-detected stall on CPU'
+	'[   12.1] INFO: task sdp_vm_socket_t:99 blocked for more than 30 seconds.'
+	'[   12.1] refcount_t: underflow; use-after-free.'
+	'[   12.1] list_add corruption. prev->next should be next'
+	'[   12.1] list_del corruption, ffff8880 ->next is LIST_POISON1'
+	'[   12.1] UBSAN: shift-out-of-bounds in net/sdp/core.c:1:2'
+	'[   12.1] Kernel panic - not syncing: Attempted to kill init!'
+	'[   12.1] Call Trace:'
+)
+for report in "${reports[@]}"; do
+	{ printf '%s\n' "$clean"; printf '%s\n' "$report"; } > "$work/bad.log"
+	if "$check" "$work/bad.log" 2>/dev/null; then
+		echo "FAIL: not caught: $report"
+		failures=$((failures + 1))
+	fi
+done
+
+# A missing log (guest never wrote dmesg.txt) is not evidence of a clean run
+# by itself; run.sh fails that case on the missing exit code.  Several logs:
+# one bad one fails the lot.
+{ printf '%s\n' "$clean"; echo '[ 1.0] WARNING: at x'; } > "$work/bad2.log"
+if "$check" "$work/clean.log" "$work/bad2.log" 2>/dev/null; then
+	echo "FAIL: a bad second log passed"
+	failures=$((failures + 1))
+fi
+
+echo "check-dmesg: ${#reports[@]} reports + clean log, $failures failures"
+[ "$failures" = 0 ]
