@@ -6,7 +6,8 @@
 # Variables:
 #   KVER          kernel to build the module for and boot in the VM
 #                 (default: the newest installed Debian kernel with headers)
-#   VM_KVERS      kernels `make check` tests in the VM (default: all installed)
+#   VM_KVERS      kernels `make check` tests in the VM (default: KVER if set,
+#                 else every installed kernel)
 #   BUILD         output directory (default: build)
 #   FUZZ_SECONDS  length of `make fuzz` (the smoke run in `make check` is 20 s)
 
@@ -19,7 +20,7 @@ FUZZ_SECONDS ?= 300
 KVER ?=
 VM_KVERS ?=
 kver = $${KVER:-$$(scripts/kver.sh)}
-vm_kvers = $${VM_KVERS:-$$(scripts/kver.sh --all)}
+vm_kvers = $${VM_KVERS:-$${KVER:-$$(scripts/kver.sh --all)}}
 
 export SDP_BUILD := $(BUILD)
 export KVER VM_KVERS

@@ -48,9 +48,11 @@ enum sdp_mid {
 
 /* Sizes in bytes of each header and of the messages with a fixed size. */
 #define SDP_BSDH_SIZE 16
-/* Hello as it fits in CM REQ private data with IP addressing: the CM header
+/*
+ * Hello as it fits in CM REQ private data with IP addressing: the CM header
  * (36 bytes) carries the addresses, leaving 56 bytes, so the Hello header
- * stops after the local port and its reserved half-word. */
+ * stops after the local port and its reserved half-word.
+ */
 #define SDP_HELLO_MODERN_SIZE (SDP_BSDH_SIZE + 16)
 /* Historical Hello with source and destination IP (16 bytes each). */
 #define SDP_HELLO_FULL_SIZE (SDP_HELLO_MODERN_SIZE + 32)

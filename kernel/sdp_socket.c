@@ -39,7 +39,8 @@ static int sdp_release(struct socket *sock)
 
 /*
  * Operations not listed fail the way a protocol without them does
- * (sock_no_*: -EOPNOTSUPP); the data path fills them in.
+ * (sock_no_*: -EOPNOTSUPP); the data path fills them in.  Not const:
+ * .family is the `family` module parameter, set before registration.
  */
 static struct proto_ops sdp_proto_ops = {
 	.owner = THIS_MODULE,
