@@ -30,7 +30,7 @@ pkgs_vm=(
 	libibverbs-dev librdmacm-dev perftest
 )
 # Userspace library and benchmarks.
-pkgs_user=(liburing-dev iperf3)
+pkgs_user=(liburing-dev iperf3 gnuplot-nox)
 
 # Kernel series: "name-regex-of-the-image-package  /lib/modules glob".
 kernel_series=('^linux-image-6\.1\.0-[0-9]+-amd64$ 6.1.0-*-amd64')

@@ -3,7 +3,8 @@
 #
 # Guest helper: Soft-RoCE on a veth pair inside one guest.
 #
-#   veth0 10.77.0.1/24  <->  veth1 10.77.0.2/24,   rxe0 on veth0, rxe1 on veth1
+#   veth0 10.77.0.1/24 fd77::1/64  <->  veth1 10.77.0.2/24 fd77::2/64
+#   rxe0 on veth0, rxe1 on veth1
 #
 # Prints the two device names; exits non-zero if either does not come up.
 # Override with SDP_RXE_ADDR0/SDP_RXE_ADDR1 (and a common /24 prefix).
@@ -15,6 +16,9 @@ modprobe rdma_rxe
 ip link add veth0 type veth peer name veth1
 ip addr add "$a0/24" dev veth0
 ip addr add "$a1/24" dev veth1
+# IPv6 too (no DAD, so the addresses and rxe's GIDs are usable at once).
+ip addr add "${SDP_RXE_ADDR6_0:-fd77::1}/64" dev veth0 nodad
+ip addr add "${SDP_RXE_ADDR6_1:-fd77::2}/64" dev veth1 nodad
 ip link set veth0 up
 ip link set veth1 up
 rdma link add rxe0 type rxe netdev veth0
