@@ -4,17 +4,149 @@
  *
  * The glue talks to kernel APIs only; protocol decisions live in the C++
  * core (core/), reached through core/sdp_core.h.
+ *
+ * Locking: everything in struct sdp_sock below "protected by the socket
+ * lock" is touched only with lock_sock() held: socket calls, the completion
+ * work (sdp_cq_work) and the RDMA CM event handler all take it.  RDMA
+ * resources are created under the socket lock and destroyed by
+ * sdp_destroy_resources(), which runs without it (destroying a CM id waits
+ * for its event handler, which may be waiting for the socket lock).
  */
 #ifndef SDP_KERNEL_SDP_H
 #define SDP_KERNEL_SDP_H
 
+#include <linux/percpu.h>
+#include <linux/workqueue.h>
 #include <net/sock.h>
+#include <net/tcp_states.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/rdma_cm.h>
+
+#include "sdp_core.h"
 
 /* Socket family registered at load (module parameter `family`). */
 extern int sdp_family;
+extern struct workqueue_struct *sdp_wq;
+
+/* ---- tunables (sdp_sysctl.c, net.sdp.*) ---------------------------------- */
+extern int sysctl_sdp_buf_size;	      /* bytes per ring buffer, BSDH included */
+extern int sysctl_sdp_ring_min;	      /* buffers per ring, at least */
+extern int sysctl_sdp_ring_max;	      /* buffers per ring, at most */
+extern int sysctl_sdp_inline_thresh;  /* inline sends up to this many bytes */
+extern int sysctl_sdp_fin_timeout_ms; /* closed socket waits this for the peer */
+extern int sysctl_sdp_connect_timeout_ms;
+
+/* ---- rings ------------------------------------------------------------------ */
+
+/*
+ * One registered buffer.  Receive buffers live in the receive ring and cycle
+ * posted -> completed (holding unread payload) -> read -> posted again.  Send
+ * buffers cycle free -> filling/queued -> posted -> completed -> free.  The
+ * two lifecycles never mix: they are separate rings.
+ */
+struct sdp_buf {
+	void *data;
+	u64 dma;
+	u32 off; /* rx: next unread payload byte; tx: unused */
+	u32 end; /* rx: end of payload; tx: header + payload bytes */
+	u8 mid;	 /* tx: message id, for the core's completion accounting */
+	u8 urgent; /* tx: the last byte is urgent data: closed to appends */
+};
+
+/*
+ * A FIFO ring: entries [done, post) are posted to the HCA and complete in
+ * order; rx entries [read, done) hold received messages not yet consumed by
+ * the reader; tx entries [post, tail) are filled and wait to be posted.
+ * Counters run free; index = counter % count.
+ */
+struct sdp_ring {
+	struct sdp_buf *bufs;
+	u32 count;
+	u32 read;
+	u32 done;
+	u32 post;
+	u32 tail;
+};
+
+static inline struct sdp_buf *sdp_ring_buf(struct sdp_ring *r, u32 n)
+{
+	return &r->bufs[n % r->count];
+}
+
+/* wr_id: ring in the top bits, counter below. */
+enum sdp_wr_ring { SDP_WR_RX = 1, SDP_WR_TX = 2, SDP_WR_CTL = 3 };
+#define SDP_WR_ID(ring, n) (((u64)(ring) << 32) | (u32)(n))
+#define SDP_WR_RING(id) ((u32)((id) >> 32))
+
+#define SDP_CTL_RING 8 /* control messages: DisConn, credit updates, aborts */
+
+/* ---- the socket --------------------------------------------------------- */
+
+enum sdp_urg { SDP_URG_NONE, SDP_URG_VALID, SDP_URG_READ };
 
 struct sdp_sock {
 	struct sock sk; /* must stay first: sk_alloc() allocates an sdp_sock */
+
+	/* Protected by the socket lock. */
+	struct sdp_core_conn core;
+	struct rdma_cm_id *cm_id;
+	struct ib_pd *pd;
+	struct ib_cq *cq;
+	struct ib_qp *qp;
+	u32 max_inline;
+	struct sdp_ring rx;
+	struct sdp_ring tx;
+	struct sdp_ring ctl;
+	u32 buf_size;
+	u32 seg_max;
+	bool res_ready;	 /* QP and rings exist */
+	bool qp_error;	 /* a completion failed: the QP is dead */
+	bool cm_gone;	 /* the CM id was destroyed by its handler */
+	bool disconnect_sent;
+	bool bound;
+	bool reuseaddr;
+	bool v6only;
+	bool orphan_teardown;
+	bool abort_pending;   /* AbortConn posted: disconnect on completion */
+	bool established_once;
+
+	/* Stream positions (bytes), for SIOCINQ/SIOCOUTQ and urgent data. */
+	u64 rcv_nxt;	/* in-band bytes received */
+	u64 copied_seq; /* in-band bytes consumed */
+	u64 snd_queued; /* bytes accepted by send() */
+	u64 snd_acked;	/* bytes whose SEND completed */
+	u64 urg_seq;	/* in-band position of the urgent mark */
+	u8 urg_byte;
+	u8 urg_state; /* enum sdp_urg */
+	u64 urg_pending_off; /* tx: stream position of the last urgent byte */
+
+	/* Options. */
+	bool nodelay;
+	bool cork;
+	int keepidle; /* seconds */
+	int keepintvl;
+	int keepcnt;
+	u8 keepalive_probes;
+	unsigned long last_rx_jiffies;
+
+	/* Listening socket. */
+	int backlog;
+	int pending; /* children connecting, not yet established */
+	struct list_head accept_queue;
+	/* Child: its place in the listener's queue and the listener. */
+	struct list_head accept_node;
+	struct sock *parent;
+
+	/* Addresses (what getsockname/getpeername report). */
+	struct sockaddr_storage local;
+	struct sockaddr_storage remote;
+
+	struct work_struct cq_work;
+	struct work_struct destroy_work;
+	struct delayed_work keepalive_work;
+	struct delayed_work fin_work;
+	struct mutex res_lock; /* serialises resource teardown */
+	struct list_head list_node; /* /proc/net/sdp */
 };
 
 static inline struct sdp_sock *sdp_sk(const struct sock *sk)
@@ -22,8 +154,105 @@ static inline struct sdp_sock *sdp_sk(const struct sock *sk)
 	return (struct sdp_sock *)sk;
 }
 
+static inline void sdp_set_state(struct sock *sk, int state)
+{
+	smp_store_release(&sk->sk_state, state);
+}
+
+static inline bool sdp_established(const struct sock *sk)
+{
+	return (1 << READ_ONCE(sk->sk_state)) &
+	       (TCPF_ESTABLISHED | TCPF_CLOSE_WAIT | TCPF_FIN_WAIT1 |
+		TCPF_FIN_WAIT2);
+}
+
+/* ---- statistics (sdp_proc.c) --------------------------------------------- */
+
+enum sdp_counter {
+	SDP_CNT_TX_BYTES,
+	SDP_CNT_RX_BYTES,
+	SDP_CNT_TX_INLINE,
+	SDP_CNT_CREDIT_UPDATES,
+	SDP_CNT_CREDIT_STALLS,
+	SDP_CNT_NAGLE_HOLDS,
+	SDP_CNT_CONN_ESTABLISHED,
+	SDP_CNT_CONN_ACCEPTED,
+	SDP_CNT_ERR_REFUSED,
+	SDP_CNT_ERR_UNREACHABLE,
+	SDP_CNT_ERR_TIMEOUT,
+	SDP_CNT_ERR_RESET,
+	SDP_CNT_ERR_BACKLOG,
+	SDP_CNT_ERR_DEVICE_REMOVED,
+	SDP_CNT_ERR_PROTOCOL,
+	SDP_CNT_ERR_TRANSPORT,
+	SDP_CNT_ERR_RESOURCES,
+	SDP_CNT_KEEPALIVE_PROBES,
+	SDP_CNT_MAX
+};
+
+struct sdp_stats {
+	u64 cnt[SDP_CNT_MAX];
+	u64 tx_mid[256];
+	u64 rx_mid[256];
+};
+
+DECLARE_PER_CPU(struct sdp_stats, sdp_stats);
+#define SDP_INC(c) this_cpu_inc(sdp_stats.cnt[c])
+#define SDP_ADD(c, n) this_cpu_add(sdp_stats.cnt[c], n)
+#define SDP_INC_TX_MID(m) this_cpu_inc(sdp_stats.tx_mid[(m) & 0xff])
+#define SDP_INC_RX_MID(m) this_cpu_inc(sdp_stats.rx_mid[(m) & 0xff])
+
+/* ---- functions ------------------------------------------------------------ */
+
 /* sdp_socket.c */
 int sdp_socket_register(int family);
 void sdp_socket_unregister(void);
+struct sock *sdp_sk_alloc(struct net *net, int kern);
+void sdp_set_error(struct sock *sk, int err);
+void sdp_write_space(struct sock *sk);
+struct sock *sdp_sk_clone(struct sock *parent);
+void sdp_update_local(struct sock *sk);
+extern struct proto sdp_proto;
+
+/* sdp_cm.c */
+int sdp_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev);
+struct rdma_cm_id *sdp_cm_create_id(struct sock *sk);
+void sdp_abort_children(struct sock *listener);
+void sdp_abort(struct sock *sk);
+struct sock *sdp_child_unlink(struct sock *sk);
+void sdp_maybe_disconnect(struct sock *sk);
+void sdp_fin_timeout_work(struct work_struct *work);
+
+/* sdp_qp.c */
+int sdp_create_resources(struct sock *sk, struct rdma_cm_id *id);
+void sdp_destroy_resources(struct sock *sk);
+void sdp_free_rdma(struct sock *sk, struct rdma_cm_id *id);
+void sdp_cq_work(struct work_struct *work);
+void sdp_schedule_destroy(struct sock *sk);
+void sdp_destroy_work(struct work_struct *work);
+
+/* sdp_rx.c */
+int sdp_post_recvs(struct sock *sk);
+void sdp_rx_complete(struct sock *sk, struct ib_wc *wc);
+int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags);
+u32 sdp_rx_posted(struct sdp_sock *ssk);
+
+/* sdp_tx.c */
+int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t len);
+void sdp_tx_complete(struct sock *sk, struct ib_wc *wc);
+void sdp_push(struct sock *sk, unsigned int extra_opts);
+int sdp_send_control(struct sock *sk, unsigned int mid);
+void sdp_keepalive_work(struct work_struct *work);
+void sdp_reset_keepalive(struct sock *sk);
+
+/* sdp_proc.c */
+int sdp_proc_init(void);
+void sdp_sock_list_add(struct sock *sk);
+void sdp_sock_list_del(struct sock *sk);
+void sdp_proc_exit(void);
+
+/* sdp_sysctl.c */
+int sdp_sysctl_init(void);
+void sdp_sysctl_exit(void);
 
 #endif /* SDP_KERNEL_SDP_H */

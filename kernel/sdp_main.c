@@ -16,6 +16,7 @@
 #include "uapi/sdp.h"
 
 int sdp_family = AF_INET_SDP;
+struct workqueue_struct *sdp_wq;
 module_param_named(family, sdp_family, int, 0444);
 MODULE_PARM_DESC(family,
 		 "socket family number to register (default 27, AF_INET_SDP)");
@@ -38,23 +39,46 @@ static int __init sdp_init(void)
 		return -ENOEXEC;
 	}
 
+	/* Completions, teardown and keepalive run here, in process context. */
+	sdp_wq = alloc_workqueue("sdp", WQ_MEM_RECLAIM, 0);
+	if (!sdp_wq)
+		return -ENOMEM;
+	err = sdp_sysctl_init();
+	if (err)
+		goto out_wq;
+	err = sdp_proc_init();
+	if (err)
+		goto out_sysctl;
+
 	err = sdp_socket_register(sdp_family);
 	if (err == -EEXIST) {
 		pr_err("family %d is already registered by another protocol; load with family=N\n",
 		       sdp_family);
-		return err;
+		goto out_proc;
 	}
 	if (err) {
 		pr_err("registering family %d failed: %d\n", sdp_family, err);
-		return err;
+		goto out_proc;
 	}
 	pr_info("registered socket family %d\n", sdp_family);
 	return 0;
+
+out_proc:
+	sdp_proc_exit();
+out_sysctl:
+	sdp_sysctl_exit();
+out_wq:
+	destroy_workqueue(sdp_wq);
+	return err;
 }
 
 static void __exit sdp_exit(void)
 {
 	sdp_socket_unregister();
+	/* Sockets hold module references: none is left, nor any work. */
+	destroy_workqueue(sdp_wq);
+	sdp_proc_exit();
+	sdp_sysctl_exit();
 }
 
 module_init(sdp_init);

@@ -1,60 +1,907 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The SDP socket family: socket creation and release, proto_ops.
+ * The SDP socket family: socket creation and release, and the proto_ops that
+ * are not the data path (bind, listen, accept, connect, names, poll, ioctl,
+ * shutdown, socket options).  Behaviour and errno follow TCP.
  *
  * Every socket holds a reference on this module (taken by the socket layer
  * for the family and by sk_alloc() for the proto), so the module cannot be
  * unloaded while any SDP socket exists.
  */
+#include <linux/capability.h>
 #include <linux/in.h>
+#include <linux/in6.h>
 #include <linux/module.h>
 #include <linux/net.h>
+#include <linux/sockios.h>
+#include <linux/tcp.h>
+#include <linux/version.h>
+#include <net/ip.h>
 #include <net/sock.h>
+#include <net/tcp.h>
+#include <net/tcp_states.h>
+#include <asm/ioctls.h>
 
 #include "sdp.h"
 
-static struct proto sdp_proto = {
+#define SDP_KEEPIDLE_DEFAULT 7200 /* seconds, as tcp_keepalive_time */
+#define SDP_KEEPINTVL_DEFAULT 75
+#define SDP_KEEPCNT_DEFAULT 9
+
+static void sdp_set_keepalive(struct sock *sk, int on);
+
+struct proto sdp_proto = {
 	.name = "SDP",
 	.owner = THIS_MODULE,
 	.obj_size = sizeof(struct sdp_sock),
+	.keepalive = sdp_set_keepalive,
 };
+
+void sdp_write_space(struct sock *sk)
+{
+	struct socket_wq *wq;
+
+	rcu_read_lock();
+	wq = rcu_dereference(sk->sk_wq);
+	if (skwq_has_sleeper(wq))
+		wake_up_interruptible_sync_poll(&wq->wait, EPOLLOUT |
+						EPOLLWRNORM | EPOLLWRBAND);
+	if (wq && wq->fasync_list && !(sk->sk_shutdown & SEND_SHUTDOWN))
+		sock_wake_async(wq, SOCK_WAKE_SPACE, POLL_OUT);
+	rcu_read_unlock();
+}
+
+/* A connection error: report it to the socket like TCP does. */
+void sdp_set_error(struct sock *sk, int err)
+{
+	WRITE_ONCE(sk->sk_err, err);
+	if (sk->sk_state != TCP_CLOSE && sk->sk_state != TCP_LISTEN &&
+	    sk->sk_state != TCP_SYN_SENT)
+		sock_set_flag(sk, SOCK_DONE);
+	sdp_set_state(sk, TCP_CLOSE);
+	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
+	sk_error_report(sk);
+	sk->sk_state_change(sk);
+}
+
+static void sdp_sk_destruct(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	WARN_ON_ONCE(ssk->res_ready || ssk->cm_id);
+	sdp_sock_list_del(sk);
+}
+
+/* A new SDP sock, for socket() and for connections a listener accepts. */
+struct sock *sdp_sk_alloc(struct net *net, int kern)
+{
+	struct sdp_sock *ssk;
+	struct sock *sk;
+
+	sk = sk_alloc(net, sdp_family, GFP_KERNEL, &sdp_proto, kern);
+	if (!sk)
+		return NULL;
+	ssk = sdp_sk(sk);
+	/* sk_alloc zeroes only struct sock; the rest is ours to set. */
+	memset((char *)ssk + sizeof(struct sock), 0,
+	       sizeof(*ssk) - sizeof(struct sock));
+	INIT_LIST_HEAD(&ssk->accept_queue);
+	INIT_LIST_HEAD(&ssk->accept_node);
+	INIT_WORK(&ssk->cq_work, sdp_cq_work);
+	INIT_WORK(&ssk->destroy_work, sdp_destroy_work);
+	INIT_DELAYED_WORK(&ssk->fin_work, sdp_fin_timeout_work);
+	INIT_DELAYED_WORK(&ssk->keepalive_work, sdp_keepalive_work);
+	mutex_init(&ssk->res_lock);
+	ssk->keepidle = SDP_KEEPIDLE_DEFAULT;
+	ssk->keepintvl = SDP_KEEPINTVL_DEFAULT;
+	ssk->keepcnt = SDP_KEEPCNT_DEFAULT;
+	sk->sk_destruct = sdp_sk_destruct;
+	sk->sk_protocol = IPPROTO_TCP;
+	sk->sk_state = TCP_CLOSE;
+	sdp_sock_list_add(sk);
+	return sk;
+}
+
+static void sdp_sk_init_data(struct socket *sock, struct sock *sk)
+{
+	sock_init_data(sock, sk);
+	sk->sk_write_space = sdp_write_space;
+	sk->sk_sndbuf = READ_ONCE(sock_net(sk)->ipv4.sysctl_tcp_wmem[1]);
+	sk->sk_rcvbuf = READ_ONCE(sock_net(sk)->ipv4.sysctl_tcp_rmem[1]);
+}
+
+/* ---- close -------------------------------------------------------------- */
+
+static void sdp_orphan_close(struct sock *sk, bool *destroy_now)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	bool unread = ssk->rcv_nxt != ssk->copied_seq;
+	bool linger0 = sock_flag(sk, SOCK_LINGER) && !sk->sk_lingertime;
+
+	*destroy_now = false;
+	switch (sk->sk_state) {
+	case TCP_LISTEN:
+		sdp_set_state(sk, TCP_CLOSE);
+		sdp_abort_children(sk);
+		*destroy_now = true;
+		return;
+	case TCP_ESTABLISHED:
+	case TCP_CLOSE_WAIT:
+	case TCP_FIN_WAIT1:
+	case TCP_FIN_WAIT2:
+		break;
+	default:
+		/* Connecting or closed: nothing to tell the peer. */
+		sdp_set_state(sk, TCP_CLOSE);
+		*destroy_now = true;
+		return;
+	}
+
+	/* Like TCP: unread data or SO_LINGER 0 resets the connection. */
+	if (unread || linger0 || ssk->qp_error) {
+		sdp_abort(sk);
+		*destroy_now = true;
+		return;
+	}
+	sdp_core_shutdown_send(&ssk->core);
+	if (sk->sk_state == TCP_ESTABLISHED)
+		sdp_set_state(sk, TCP_FIN_WAIT1);
+	else if (sk->sk_state == TCP_CLOSE_WAIT)
+		sdp_set_state(sk, TCP_LAST_ACK);
+	sdp_push(sk, SDP_TXO_PUSH);
+	/* The teardown finishes in the background (sdp_maybe_disconnect); a
+	 * peer that never answers is given fin_timeout.
+	 */
+	ssk->orphan_teardown = true;
+	sock_hold(sk);
+	if (!queue_delayed_work(sdp_wq, &ssk->fin_work,
+				msecs_to_jiffies(sysctl_sdp_fin_timeout_ms)))
+		sock_put(sk);
+}
 
 static int sdp_release(struct socket *sock)
 {
 	struct sock *sk = sock->sk;
+	bool destroy_now;
+	long timeo;
 
 	if (!sk)
 		return 0;
 
 	lock_sock(sk);
+	sdp_set_keepalive(sk, 0);
+	sdp_orphan_close(sk, &destroy_now);
+	/* SO_LINGER with a timeout: wait for the teardown to finish. */
+	if (!destroy_now && sock_flag(sk, SOCK_LINGER) && sk->sk_lingertime) {
+		DEFINE_WAIT_FUNC(wait, woken_wake_function);
+
+		timeo = sk->sk_lingertime;
+		add_wait_queue(sk_sleep(sk), &wait);
+		while (timeo && !signal_pending(current) &&
+		       !sk_wait_event(sk, &timeo,
+				      sk->sk_state == TCP_CLOSE ||
+				      sk->sk_state == TCP_FIN_WAIT2 ||
+				      sk->sk_state == TCP_TIME_WAIT, &wait))
+			;
+		remove_wait_queue(sk_sleep(sk), &wait);
+	}
 	sock_prot_inuse_add(sock_net(sk), sk->sk_prot, -1);
 	sock_orphan(sk);
-	sk->sk_shutdown = SHUTDOWN_MASK;
+	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
 	release_sock(sk);
 
+	if (destroy_now)
+		sdp_destroy_resources(sk);
 	sock->sk = NULL;
 	sock_put(sk);
 	return 0;
 }
 
+/* ---- addresses ------------------------------------------------------------ */
+
+/* Validate a user address the way inet/inet6 bind and connect do. */
+static int sdp_check_addr(const struct sockaddr *addr, int len)
+{
+	if (len < (int)sizeof(sa_family_t))
+		return -EINVAL;
+	switch (addr->sa_family) {
+	case AF_INET:
+		return len < (int)sizeof(struct sockaddr_in) ? -EINVAL : 0;
+	case AF_INET6:
+		return len < SIN6_LEN_RFC2133 ? -EINVAL : 0;
+	default:
+		return -EAFNOSUPPORT;
+	}
+}
+
+/* A v4-mapped IPv6 address becomes the IPv4 address it maps. */
+static void sdp_canon_addr(struct sockaddr_storage *dst,
+			   const struct sockaddr *src)
+{
+	memset(dst, 0, sizeof(*dst));
+	if (src->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)src;
+
+		if (ipv6_addr_v4mapped(&s6->sin6_addr)) {
+			struct sockaddr_in *s4 = (struct sockaddr_in *)dst;
+
+			s4->sin_family = AF_INET;
+			s4->sin_port = s6->sin6_port;
+			s4->sin_addr.s_addr = s6->sin6_addr.s6_addr32[3];
+			return;
+		}
+		memcpy(dst, s6, sizeof(*s6));
+		return;
+	}
+	memcpy(dst, src, sizeof(struct sockaddr_in));
+}
+
+static __be16 sdp_addr_port(const struct sockaddr_storage *a)
+{
+	return a->ss_family == AF_INET6 ?
+		       ((const struct sockaddr_in6 *)a)->sin6_port :
+		       ((const struct sockaddr_in *)a)->sin_port;
+}
+
+/* Record what the CM bound us to: the address getsockname() reports. */
+void sdp_update_local(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct sockaddr *src;
+	bool v6 = ssk->local.ss_family == AF_INET6;
+
+	if (!ssk->cm_id)
+		return;
+	src = (struct sockaddr *)&ssk->cm_id->route.addr.src_addr;
+	if (src->sa_family == AF_INET && v6) {
+		/* Keep the socket's own family: AF_INET6 reports v4-mapped. */
+		struct sockaddr_in6 *l6 = (struct sockaddr_in6 *)&ssk->local;
+		struct sockaddr_in *s4 = (struct sockaddr_in *)src;
+
+		if (!ipv6_addr_any(&l6->sin6_addr) ||
+		    s4->sin_addr.s_addr != htonl(INADDR_ANY))
+			ipv6_addr_set_v4mapped(s4->sin_addr.s_addr,
+					       &l6->sin6_addr);
+		l6->sin6_port = s4->sin_port;
+		return;
+	}
+	if (src->sa_family == AF_INET6)
+		memcpy(&ssk->local, src, sizeof(struct sockaddr_in6));
+	else if (src->sa_family == AF_INET)
+		memcpy(&ssk->local, src, sizeof(struct sockaddr_in));
+}
+
+static int sdp_bind_errno(int err)
+{
+	switch (err) {
+	case -ENODEV:
+	case -EINVAL:
+	case -EADDRNOTAVAIL:
+		return -EADDRNOTAVAIL;
+	default:
+		return err;
+	}
+}
+
+static int sdp_do_bind(struct sock *sk, const struct sockaddr *addr)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct sockaddr_storage canon;
+	int err;
+
+	if (!ssk->cm_id) {
+		ssk->cm_id = sdp_cm_create_id(sk);
+		if (IS_ERR(ssk->cm_id)) {
+			err = PTR_ERR(ssk->cm_id);
+			ssk->cm_id = NULL;
+			return err;
+		}
+	}
+	sdp_canon_addr(&canon, addr);
+	if (sk->sk_reuse)
+		rdma_set_reuseaddr(ssk->cm_id, 1);
+	if (canon.ss_family == AF_INET6)
+		rdma_set_afonly(ssk->cm_id, ssk->v6only);
+	err = rdma_bind_addr(ssk->cm_id, (struct sockaddr *)&canon);
+	if (err)
+		return sdp_bind_errno(err);
+	ssk->bound = true;
+	memcpy(&ssk->local, addr, addr->sa_family == AF_INET6 ?
+	       sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
+	sdp_update_local(sk);
+	return 0;
+}
+
+static int sdp_bind(struct socket *sock, struct sockaddr *uaddr, int len)
+{
+	struct sock *sk = sock->sk;
+	struct sdp_sock *ssk = sdp_sk(sk);
+	int err;
+
+	err = sdp_check_addr(uaddr, len);
+	if (err)
+		return err;
+	if (ntohs(sdp_addr_port((struct sockaddr_storage *)uaddr)) &&
+	    inet_port_requires_bind_service(sock_net(sk),
+		ntohs(sdp_addr_port((struct sockaddr_storage *)uaddr))) &&
+	    !ns_capable(sock_net(sk)->user_ns, CAP_NET_BIND_SERVICE))
+		return -EACCES;
+
+	lock_sock(sk);
+	err = -EINVAL;
+	if (sk->sk_state != TCP_CLOSE || ssk->bound)
+		goto out;
+	err = sdp_do_bind(sk, uaddr);
+out:
+	release_sock(sk);
+	return err;
+}
+
+static int sdp_autobind(struct sock *sk, int family)
+{
+	struct sockaddr_storage any = { .ss_family = family };
+
+	return sdp_do_bind(sk, (struct sockaddr *)&any);
+}
+
+static int sdp_getname(struct socket *sock, struct sockaddr *uaddr, int peer)
+{
+	struct sock *sk = sock->sk;
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct sockaddr_storage *a = peer ? &ssk->remote : &ssk->local;
+	int len;
+
+	lock_sock(sk);
+	if (peer && (!sdp_established(sk) && sk->sk_state != TCP_LAST_ACK &&
+		     sk->sk_state != TCP_SYN_RECV)) {
+		release_sock(sk);
+		return -ENOTCONN;
+	}
+	if (a->ss_family == AF_INET6) {
+		len = sizeof(struct sockaddr_in6);
+		memcpy(uaddr, a, len);
+	} else {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)uaddr;
+
+		len = sizeof(struct sockaddr_in);
+		memcpy(uaddr, a, len);
+		s4->sin_family = AF_INET;
+	}
+	release_sock(sk);
+	return len;
+}
+
+/* ---- listen / accept -------------------------------------------------------- */
+
+static int sdp_listen(struct socket *sock, int backlog)
+{
+	struct sock *sk = sock->sk;
+	struct sdp_sock *ssk = sdp_sk(sk);
+	int err;
+
+	lock_sock(sk);
+	err = -EINVAL;
+	if (sock->state != SS_UNCONNECTED)
+		goto out;
+	backlog = clamp(backlog, 0, (int)READ_ONCE(sock_net(sk)->core.sysctl_somaxconn));
+	if (sk->sk_state == TCP_LISTEN) {
+		WRITE_ONCE(sk->sk_max_ack_backlog, backlog);
+		err = 0;
+		goto out;
+	}
+	if (sk->sk_state != TCP_CLOSE)
+		goto out;
+	if (!ssk->bound) {
+		err = sdp_autobind(sk, AF_INET);
+		if (err)
+			goto out;
+	}
+	err = rdma_listen(ssk->cm_id, backlog + 1);
+	if (err)
+		goto out;
+	sdp_update_local(sk);
+	WRITE_ONCE(sk->sk_max_ack_backlog, backlog);
+	sdp_set_state(sk, TCP_LISTEN);
+out:
+	release_sock(sk);
+	return err;
+}
+
 /*
- * Operations not listed fail the way a protocol without them does
- * (sock_no_*: -EOPNOTSUPP); the data path fills them in.  Not const:
- * .family is the `family` module parameter, set before registration.
+ * Take the oldest established connection off the queue.  The child's link
+ * to the listener is claimed with xchg: a child whose connection dies at the
+ * same moment is claimed by sdp_child_unlink() instead and skipped here.
  */
+static struct sock *sdp_accept_dequeue(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk), *child;
+
+	while ((child = list_first_entry_or_null(&ssk->accept_queue,
+						 struct sdp_sock, accept_node))) {
+		list_del_init(&child->accept_node);
+		sk_acceptq_removed(sk);
+		if (xchg(&child->parent, NULL))
+			return &child->sk;
+	}
+	return NULL;
+}
+
+static int sdp_do_accept(struct socket *sock, struct socket *newsock,
+			 int flags, bool kern)
+{
+	struct sock *sk = sock->sk, *child = NULL;
+	struct sdp_sock *ssk = sdp_sk(sk);
+	long timeo;
+	int err = 0;
+
+	lock_sock(sk);
+	timeo = sock_rcvtimeo(sk, flags & O_NONBLOCK);
+	for (;;) {
+		DEFINE_WAIT_FUNC(wait, woken_wake_function);
+
+		if (sk->sk_state != TCP_LISTEN) {
+			err = -EINVAL;
+			goto out;
+		}
+		child = sdp_accept_dequeue(sk);
+		if (child)
+			break;
+		if (!timeo) {
+			err = -EAGAIN;
+			goto out;
+		}
+		if (signal_pending(current)) {
+			err = sock_intr_errno(timeo);
+			goto out;
+		}
+		add_wait_queue_exclusive(sk_sleep(sk), &wait);
+		sk_wait_event(sk, &timeo,
+			      !list_empty(&ssk->accept_queue) ||
+			      sk->sk_state != TCP_LISTEN, &wait);
+		remove_wait_queue(sk_sleep(sk), &wait);
+	}
+	release_sock(sk);
+
+	lock_sock(child);
+	sock_prot_inuse_add(sock_net(child), child->sk_prot, 1);
+	sock_graft(child, newsock);
+	newsock->state = SS_CONNECTED;
+	release_sock(child);
+	sock_put(sk); /* the child's reference on its listener */
+	return 0;
+out:
+	release_sock(sk);
+	return err;
+}
+
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 10, 0)
+static int sdp_accept(struct socket *sock, struct socket *newsock,
+		      struct proto_accept_arg *arg)
+{
+	return sdp_do_accept(sock, newsock, arg->flags, arg->kern);
+}
+#else
+static int sdp_accept(struct socket *sock, struct socket *newsock, int flags,
+		      bool kern)
+{
+	return sdp_do_accept(sock, newsock, flags, kern);
+}
+#endif
+
+/* ---- connect -------------------------------------------------------------- */
+
+static int sdp_connect(struct socket *sock, struct sockaddr *uaddr, int len,
+		       int flags)
+{
+	struct sock *sk = sock->sk;
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct sockaddr_storage dst;
+	long timeo;
+	int err;
+
+	if (len >= (int)sizeof(sa_family_t) && uaddr->sa_family == AF_UNSPEC) {
+		lock_sock(sk);
+		err = 0;
+		if (sdp_established(sk)) {
+			sdp_abort(sk);
+			sock->state = SS_UNCONNECTED;
+		}
+		release_sock(sk);
+		return err;
+	}
+	err = sdp_check_addr(uaddr, len);
+	if (err)
+		return err;
+
+	lock_sock(sk);
+	switch (sock->state) {
+	case SS_CONNECTED:
+		err = -EISCONN;
+		goto out;
+	case SS_CONNECTING:
+		if (sk->sk_state == TCP_SYN_SENT) {
+			err = -EALREADY;
+			break;
+		}
+		if (sdp_established(sk)) {
+			sock->state = SS_CONNECTED;
+			err = -EISCONN;
+			goto out;
+		}
+		/* Failed: report it once (SO_ERROR semantics). */
+		sock->state = SS_UNCONNECTED;
+		err = sock_error(sk) ?: -ECONNABORTED;
+		goto out;
+	default:
+		if (sk->sk_state != TCP_CLOSE) {
+			err = -EISCONN;
+			goto out;
+		}
+		if (ssk->res_ready || (ssk->cm_id && !ssk->bound)) {
+			/* A failed attempt left resources: start afresh. */
+			release_sock(sk);
+			sdp_destroy_resources(sk);
+			lock_sock(sk);
+		}
+		if (!ssk->cm_id) {
+			ssk->cm_id = sdp_cm_create_id(sk);
+			if (IS_ERR(ssk->cm_id)) {
+				err = PTR_ERR(ssk->cm_id);
+				ssk->cm_id = NULL;
+				goto out;
+			}
+			if (ssk->local.ss_family == AF_UNSPEC)
+				ssk->local.ss_family = uaddr->sa_family;
+		}
+		sdp_canon_addr(&dst, uaddr);
+		memcpy(&ssk->remote, uaddr, uaddr->sa_family == AF_INET6 ?
+		       sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
+		WRITE_ONCE(sk->sk_err, 0);
+		WRITE_ONCE(sk->sk_shutdown, 0);
+		sock_reset_flag(sk, SOCK_DONE);
+		sdp_set_state(sk, TCP_SYN_SENT);
+		err = rdma_resolve_addr(ssk->cm_id, NULL, (struct sockaddr *)&dst,
+					sysctl_sdp_connect_timeout_ms);
+		if (err) {
+			sdp_set_state(sk, TCP_CLOSE);
+			err = err == -ENODEV || err == -EADDRNOTAVAIL ?
+				      -ENETUNREACH : err;
+			goto out;
+		}
+		sock->state = SS_CONNECTING;
+		err = -EINPROGRESS;
+		break;
+	}
+
+	timeo = sock_sndtimeo(sk, flags & O_NONBLOCK);
+	if (sk->sk_state == TCP_SYN_SENT) {
+		DEFINE_WAIT_FUNC(wait, woken_wake_function);
+
+		if (!timeo)
+			goto out; /* -EINPROGRESS or -EALREADY */
+		add_wait_queue(sk_sleep(sk), &wait);
+		while (sk->sk_state == TCP_SYN_SENT) {
+			if (!timeo || signal_pending(current))
+				break;
+			sk_wait_event(sk, &timeo, sk->sk_state != TCP_SYN_SENT,
+				      &wait);
+		}
+		remove_wait_queue(sk_sleep(sk), &wait);
+		if (sk->sk_state == TCP_SYN_SENT) {
+			err = signal_pending(current) ? sock_intr_errno(timeo) :
+							-EINPROGRESS;
+			goto out;
+		}
+	}
+	if (sk->sk_state == TCP_CLOSE) {
+		err = sock_error(sk) ?: -ECONNABORTED;
+		sock->state = SS_UNCONNECTED;
+		goto out;
+	}
+	sock->state = SS_CONNECTED;
+	err = 0;
+out:
+	release_sock(sk);
+	return err;
+}
+
+/* ---- poll ------------------------------------------------------------------- */
+
+static bool sdp_writable(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	if (!READ_ONCE(ssk->res_ready))
+		return true;
+	return READ_ONCE(ssk->tx.tail) - READ_ONCE(ssk->tx.done) < ssk->tx.count;
+}
+
+static __poll_t sdp_poll(struct file *file, struct socket *sock,
+			 struct poll_table_struct *wait)
+{
+	struct sock *sk = sock->sk;
+	struct sdp_sock *ssk = sdp_sk(sk);
+	int state = READ_ONCE(sk->sk_state);
+	u8 shutdown;
+	__poll_t mask = 0;
+
+	sock_poll_wait(file, sock, wait);
+
+	if (state == TCP_LISTEN)
+		return list_empty_careful(&ssk->accept_queue) ? 0 :
+		       EPOLLIN | EPOLLRDNORM;
+
+	shutdown = READ_ONCE(sk->sk_shutdown);
+	if (shutdown == SHUTDOWN_MASK || state == TCP_CLOSE)
+		mask |= EPOLLHUP;
+	if (shutdown & RCV_SHUTDOWN)
+		mask |= EPOLLIN | EPOLLRDNORM | EPOLLRDHUP;
+
+	if (state != TCP_SYN_SENT && state != TCP_SYN_RECV) {
+		u64 avail = READ_ONCE(ssk->rcv_nxt) - READ_ONCE(ssk->copied_seq);
+		int target = sock_rcvlowat(sk, 0, INT_MAX);
+
+		if (avail >= (u64)target)
+			mask |= EPOLLIN | EPOLLRDNORM;
+		if (!(shutdown & SEND_SHUTDOWN)) {
+			if (sdp_writable(sk)) {
+				mask |= EPOLLOUT | EPOLLWRNORM;
+			} else {
+				sk_set_bit(SOCKWQ_ASYNC_NOSPACE, sk);
+				set_bit(SOCK_NOSPACE, &sk->sk_socket->flags);
+				smp_mb__after_atomic();
+				if (sdp_writable(sk))
+					mask |= EPOLLOUT | EPOLLWRNORM;
+			}
+		} else {
+			mask |= EPOLLOUT | EPOLLWRNORM;
+		}
+		if (READ_ONCE(ssk->urg_state) == SDP_URG_VALID)
+			mask |= EPOLLPRI;
+	}
+	smp_rmb();
+	if (READ_ONCE(sk->sk_err))
+		mask |= EPOLLERR;
+	return mask;
+}
+
+/* ---- ioctl ------------------------------------------------------------------ */
+
+static int sdp_ioctl(struct socket *sock, unsigned int cmd, unsigned long arg)
+{
+	struct sock *sk = sock->sk;
+	struct sdp_sock *ssk = sdp_sk(sk);
+	int answ;
+
+	switch (cmd) {
+	case SIOCINQ:
+		if (sk->sk_state == TCP_LISTEN)
+			return -EINVAL;
+		lock_sock(sk);
+		answ = (int)min_t(u64, ssk->rcv_nxt - ssk->copied_seq, INT_MAX);
+		release_sock(sk);
+		break;
+	case SIOCATMARK:
+		lock_sock(sk);
+		answ = ssk->urg_state != SDP_URG_NONE &&
+		       ssk->urg_seq == ssk->copied_seq;
+		release_sock(sk);
+		break;
+	case SIOCOUTQ:
+		if (sk->sk_state == TCP_LISTEN)
+			return -EINVAL;
+		lock_sock(sk);
+		answ = (int)min_t(u64, ssk->snd_queued - ssk->snd_acked, INT_MAX);
+		release_sock(sk);
+		break;
+	default:
+		return -ENOIOCTLCMD;
+	}
+	return put_user(answ, (int __user *)arg);
+}
+
+/* ---- shutdown ------------------------------------------------------------- */
+
+static int sdp_shutdown(struct socket *sock, int how)
+{
+	struct sock *sk = sock->sk;
+	struct sdp_sock *ssk = sdp_sk(sk);
+	int err = 0;
+
+	/* SHUT_RD (0) .. SHUT_RDWR (2) become RCV_SHUTDOWN/SEND_SHUTDOWN bits. */
+	how++;
+	if ((how & ~SHUTDOWN_MASK) || !how)
+		return -EINVAL;
+
+	lock_sock(sk);
+	if (sock->state == SS_CONNECTING) {
+		if ((1 << sk->sk_state) & (TCPF_SYN_SENT | TCPF_SYN_RECV | TCPF_CLOSE))
+			sock->state = SS_DISCONNECTING;
+		else
+			sock->state = SS_CONNECTED;
+	}
+	switch (sk->sk_state) {
+	case TCP_CLOSE:
+		err = -ENOTCONN;
+		/* TCP still records the request on a closed socket. */
+		WRITE_ONCE(sk->sk_shutdown, sk->sk_shutdown | how);
+		break;
+	case TCP_LISTEN:
+		if (!(how & RCV_SHUTDOWN))
+			break;
+		fallthrough;
+	case TCP_SYN_SENT:
+		/* Like tcp_disconnect: the socket goes back to CLOSE. */
+		WRITE_ONCE(sk->sk_shutdown, sk->sk_shutdown | how);
+		if (sk->sk_state == TCP_LISTEN) {
+			sdp_set_state(sk, TCP_CLOSE);
+			sdp_abort_children(sk);
+		} else {
+			sdp_set_error(sk, ECONNRESET);
+			WRITE_ONCE(sk->sk_err, 0);
+		}
+		break;
+	default:
+		WRITE_ONCE(sk->sk_shutdown, sk->sk_shutdown | how);
+		if (how & SEND_SHUTDOWN) {
+			sdp_core_shutdown_send(&ssk->core);
+			if (sk->sk_state == TCP_ESTABLISHED)
+				sdp_set_state(sk, TCP_FIN_WAIT1);
+			else if (sk->sk_state == TCP_CLOSE_WAIT)
+				sdp_set_state(sk, TCP_LAST_ACK);
+			sdp_push(sk, SDP_TXO_PUSH);
+		}
+		break;
+	}
+	sk->sk_state_change(sk);
+	release_sock(sk);
+	return err;
+}
+
+/* ---- options ---------------------------------------------------------------- */
+
+static void sdp_set_keepalive(struct sock *sk, int on)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	if (on && sdp_established(sk))
+		sdp_reset_keepalive(sk);
+	else if (!on)
+		cancel_delayed_work(&ssk->keepalive_work);
+}
+
+static int sdp_setsockopt(struct socket *sock, int level, int optname,
+			  sockptr_t optval, unsigned int optlen)
+{
+	struct sock *sk = sock->sk;
+	struct sdp_sock *ssk = sdp_sk(sk);
+	int val, err = 0;
+
+	if (level == SOL_IPV6 && optname == IPV6_V6ONLY) {
+		if (optlen < sizeof(int))
+			return -EINVAL;
+		if (copy_from_sockptr(&val, optval, sizeof(val)))
+			return -EFAULT;
+		lock_sock(sk);
+		if (ssk->bound || sk->sk_state != TCP_CLOSE)
+			err = -EINVAL;
+		else
+			ssk->v6only = !!val;
+		release_sock(sk);
+		return err;
+	}
+	if (level != SOL_TCP)
+		return -ENOPROTOOPT;
+	if (optlen < sizeof(int))
+		return -EINVAL;
+	if (copy_from_sockptr(&val, optval, sizeof(val)))
+		return -EFAULT;
+
+	lock_sock(sk);
+	switch (optname) {
+	case TCP_NODELAY:
+		ssk->nodelay = !!val;
+		if (val)
+			sdp_push(sk, SDP_TXO_PUSH);
+		break;
+	case TCP_CORK:
+		ssk->cork = !!val;
+		if (!val)
+			sdp_push(sk, SDP_TXO_PUSH);
+		break;
+	case TCP_KEEPIDLE:
+		if (val < 1 || val > MAX_TCP_KEEPIDLE) {
+			err = -EINVAL;
+			break;
+		}
+		ssk->keepidle = val;
+		if (sock_flag(sk, SOCK_KEEPOPEN))
+			sdp_set_keepalive(sk, 1);
+		break;
+	case TCP_KEEPINTVL:
+		if (val < 1 || val > MAX_TCP_KEEPINTVL)
+			err = -EINVAL;
+		else
+			ssk->keepintvl = val;
+		break;
+	case TCP_KEEPCNT:
+		if (val < 1 || val > MAX_TCP_KEEPCNT)
+			err = -EINVAL;
+		else
+			ssk->keepcnt = val;
+		break;
+	default:
+		err = -ENOPROTOOPT;
+		break;
+	}
+	release_sock(sk);
+	return err;
+}
+
+static int sdp_getsockopt(struct socket *sock, int level, int optname,
+			  char __user *optval, int __user *optlen)
+{
+	struct sock *sk = sock->sk;
+	struct sdp_sock *ssk = sdp_sk(sk);
+	int val, len;
+
+	if (get_user(len, optlen))
+		return -EFAULT;
+	if (len < 0)
+		return -EINVAL;
+	if (level == SOL_IPV6 && optname == IPV6_V6ONLY) {
+		val = ssk->v6only;
+	} else if (level != SOL_TCP) {
+		return -EOPNOTSUPP;
+	} else {
+		switch (optname) {
+		case TCP_NODELAY:
+			val = ssk->nodelay;
+			break;
+		case TCP_CORK:
+			val = ssk->cork;
+			break;
+		case TCP_KEEPIDLE:
+			val = ssk->keepidle;
+			break;
+		case TCP_KEEPINTVL:
+			val = ssk->keepintvl;
+			break;
+		case TCP_KEEPCNT:
+			val = ssk->keepcnt;
+			break;
+		case TCP_MAXSEG:
+			val = ssk->seg_max ? ssk->seg_max : 536;
+			break;
+		default:
+			return -ENOPROTOOPT;
+		}
+	}
+	len = min_t(unsigned int, len, sizeof(int));
+	if (put_user(len, optlen))
+		return -EFAULT;
+	if (copy_to_user(optval, &val, len))
+		return -EFAULT;
+	return 0;
+}
+
+/* Not const: .family is the `family` module parameter, set at registration. */
 static struct proto_ops sdp_proto_ops = {
 	.owner = THIS_MODULE,
 	.release = sdp_release,
-	.bind = sock_no_bind,
-	.connect = sock_no_connect,
+	.bind = sdp_bind,
+	.connect = sdp_connect,
 	.socketpair = sock_no_socketpair,
-	.accept = sock_no_accept,
-	.getname = sock_no_getname,
-	.ioctl = sock_no_ioctl,
-	.listen = sock_no_listen,
-	.shutdown = sock_no_shutdown,
-	.sendmsg = sock_no_sendmsg,
-	.recvmsg = sock_no_recvmsg,
+	.accept = sdp_accept,
+	.getname = sdp_getname,
+	.poll = sdp_poll,
+	.ioctl = sdp_ioctl,
+	.listen = sdp_listen,
+	.shutdown = sdp_shutdown,
+	.setsockopt = sdp_setsockopt,
+	.getsockopt = sdp_getsockopt,
+	.sendmsg = sdp_sendmsg,
+	.recvmsg = sdp_recvmsg,
 	.mmap = sock_no_mmap,
 };
 
@@ -77,17 +924,45 @@ static int sdp_create(struct net *net, struct socket *sock, int protocol,
 	if (protocol != IPPROTO_IP && protocol != IPPROTO_TCP)
 		return -EPROTONOSUPPORT;
 
-	sk = sk_alloc(net, sdp_family, GFP_KERNEL, &sdp_proto, kern);
+	sk = sdp_sk_alloc(net, kern);
 	if (!sk)
 		return -ENOBUFS;
 
 	sock->state = SS_UNCONNECTED;
 	sock->ops = &sdp_proto_ops;
-	sock_init_data(sock, sk);
-	sk->sk_protocol = IPPROTO_TCP;
+	sdp_sk_init_data(sock, sk);
 	/* Counted per namespace in the "sockets" column of /proc/net/protocols. */
 	sock_prot_inuse_add(net, &sdp_proto, 1);
 	return 0;
+}
+
+/* A connection a listener accepted: a socket without a struct socket yet. */
+struct sock *sdp_sk_clone(struct sock *parent)
+{
+	struct sdp_sock *pssk = sdp_sk(parent), *ssk;
+	struct sock *sk;
+
+	sk = sdp_sk_alloc(sock_net(parent), parent->sk_kern_sock);
+	if (!sk)
+		return NULL;
+	ssk = sdp_sk(sk);
+	sdp_sk_init_data(NULL, sk);
+	sk->sk_sndbuf = parent->sk_sndbuf;
+	sk->sk_rcvbuf = parent->sk_rcvbuf;
+	sk->sk_flags = parent->sk_flags & (BIT(SOCK_KEEPOPEN) |
+					   BIT(SOCK_URGINLINE) |
+					   BIT(SOCK_LINGER));
+	sk->sk_lingertime = parent->sk_lingertime;
+	sk->sk_rcvlowat = parent->sk_rcvlowat;
+	sk->sk_rcvtimeo = parent->sk_rcvtimeo;
+	sk->sk_sndtimeo = parent->sk_sndtimeo;
+	ssk->nodelay = pssk->nodelay;
+	ssk->cork = pssk->cork;
+	ssk->keepidle = pssk->keepidle;
+	ssk->keepintvl = pssk->keepintvl;
+	ssk->keepcnt = pssk->keepcnt;
+	ssk->local.ss_family = pssk->local.ss_family;
+	return sk;
 }
 
 static struct net_proto_family sdp_family_ops = {

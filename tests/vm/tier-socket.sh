@@ -16,6 +16,10 @@ export SDP_MODULE=$build/kmod/$kver/sdp.ko
 export SDP_MODROOT=$build/modroot-$kver
 [ -f "$SDP_MODULE" ] || { echo "tier-socket: $SDP_MODULE not built" >&2; exit 1; }
 
+# sdp.ko needs the RDMA core and CM; the tests load it with finit_module,
+# which does not resolve dependencies.
+modprobe rdma_cm
+
 status=0
 "$build/host/sdp_vm_socket_tests" --gtest_color=no || status=1
 

@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// The C ABI of sdp_core.h over sdp::Connection.  The host embeds struct
+// sdp_core_conn (plain storage) and the Connection lives in it; nothing is
+// allocated.
+#include "conn.h"
+#include "sdp_core.h"
+
+using sdp::Connection;
+using sdp::u16;
+using sdp::u32;
+using sdp::u8;
+
+namespace {
+
+Connection* conn(sdp_core_conn* c)
+{
+    return reinterpret_cast<Connection*>(c->opaque);
+}
+
+const Connection* conn(const sdp_core_conn* c)
+{
+    return reinterpret_cast<const Connection*>(c->opaque);
+}
+
+} // namespace
+
+// Placement new without <new>: the freestanding core has no standard headers.
+inline void* operator new(sdp::usize, void* where) noexcept
+{
+    return where;
+}
+
+extern "C" {
+
+void sdp_core_conn_init(sdp_core_conn* c, unsigned int rx_buf_size, unsigned int tx_buf_size)
+{
+    Connection* connection = new (c->opaque) Connection{};
+    connection->init(rx_buf_size, tx_buf_size);
+}
+
+const char* sdp_core_err_name(int err)
+{
+    switch (err < 0 ? -err : err) {
+    case SDP_CORE_OK:
+        return "ok";
+    case SDP_CORE_EMALFORMED:
+        return "malformed message";
+    case SDP_CORE_EVERSION:
+        return "unsupported protocol version";
+    case SDP_CORE_EPROTO:
+        return "message not allowed in this state";
+    case SDP_CORE_ESEQUENCE:
+        return "sequence or acknowledgement out of order";
+    case SDP_CORE_ETOOBIG:
+        return "message larger than the receive buffer";
+    case SDP_CORE_ENOROOM:
+        return "no room for the header";
+    case SDP_CORE_ESTATE:
+        return "not valid in this connection state";
+    default:
+        return "unknown error";
+    }
+}
+
+int sdp_core_build_hello(sdp_core_conn* c, unsigned char* buf, unsigned int size,
+                         unsigned short posted_rx, unsigned short local_port, int ipv6)
+{
+    return conn(c)->build_hello(buf, size, posted_rx, local_port, ipv6 != 0);
+}
+
+int sdp_core_on_hello_ack(sdp_core_conn* c, const unsigned char* buf, unsigned int size)
+{
+    return conn(c)->on_hello_ack(buf, size);
+}
+
+int sdp_core_on_hello(sdp_core_conn* c, const unsigned char* buf, unsigned int size)
+{
+    return conn(c)->on_hello(buf, size);
+}
+
+int sdp_core_build_hello_ack(sdp_core_conn* c, unsigned char* buf, unsigned int size,
+                             unsigned short posted_rx)
+{
+    return conn(c)->build_hello_ack(buf, size, posted_rx);
+}
+
+unsigned int sdp_core_seg_max(const sdp_core_conn* c)
+{
+    return conn(c)->seg_max();
+}
+
+enum sdp_core_tx_verdict sdp_core_tx_decide(const sdp_core_conn* c, unsigned int seg_bytes,
+                                            int full, unsigned int opts)
+{
+    return conn(c)->tx_verdict(seg_bytes, full != 0, opts);
+}
+
+int sdp_core_tx_build(sdp_core_conn* c, unsigned char* hdr, unsigned int mid,
+                      unsigned int payload_len, unsigned int flags, unsigned short posted_rx)
+{
+    return conn(c)->tx_build(hdr, mid, payload_len, flags, posted_rx);
+}
+
+void sdp_core_tx_done(sdp_core_conn* c, unsigned int mid)
+{
+    conn(c)->tx_done(mid);
+}
+
+int sdp_core_control_due(const sdp_core_conn* c, unsigned int tx_queued, unsigned short posted_rx)
+{
+    return conn(c)->control_due(tx_queued, posted_rx);
+}
+
+void sdp_core_shutdown_send(sdp_core_conn* c)
+{
+    conn(c)->shutdown_send();
+}
+
+int sdp_core_on_recv(sdp_core_conn* c, const unsigned char* buf, unsigned int byte_len,
+                     struct sdp_core_rx* out)
+{
+    return conn(c)->rx(buf, byte_len, out);
+}
+
+unsigned int sdp_core_state(const sdp_core_conn* c)
+{
+    return conn(c)->state();
+}
+
+unsigned int sdp_core_tx_credits(const sdp_core_conn* c)
+{
+    return conn(c)->tx_credits();
+}
+
+unsigned int sdp_core_data_in_flight(const sdp_core_conn* c)
+{
+    return conn(c)->data_in_flight();
+}
+
+} // extern "C"

@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "conn.h"
+
+namespace sdp {
+namespace {
+
+constexpr u32 kBsdh = SDP_BSDH_SIZE;
+
+// Smallest receive buffer a peer may announce: a header and one byte.
+constexpr u32 kMinRcvSize = kBsdh + 1;
+
+int decode_error_to_core(wire::DecodeError err)
+{
+    switch (err) {
+    case wire::DecodeError::kNone:
+        return SDP_CORE_OK;
+    case wire::DecodeError::kBadVersion:
+        return -SDP_CORE_EVERSION;
+    case wire::DecodeError::kUnsupported:
+        return -SDP_CORE_EPROTO;
+    default:
+        return -SDP_CORE_EMALFORMED;
+    }
+}
+
+} // namespace
+
+void Connection::init(u32 rx_buf_size, u32 tx_buf_size)
+{
+    *this = Connection{};
+    rx_buf_size_ = rx_buf_size;
+    tx_buf_size_ = tx_buf_size;
+}
+
+void Connection::start(const wire::Bsdh& peer, u16 advertised)
+{
+    credits_.start(peer, advertised);
+    state_ |= SDP_CS_ESTABLISHED;
+}
+
+int Connection::build_hello(u8* buf, u32 size, u16 posted_rx, u16 local_port, bool ipv6)
+{
+    if (state_ & SDP_CS_ESTABLISHED)
+        return -SDP_CORE_ESTATE;
+    wire::Message msg{};
+    msg.bsdh.mid = wire::Mid::kHello;
+    msg.bsdh.bufs = posted_rx;
+    msg.hello.major = SDP_VERSION_MAJOR;
+    msg.hello.minor = SDP_VERSION_MINOR;
+    msg.hello.ip_version = ipv6 ? wire::IpVersion::kV6 : wire::IpVersion::kV4;
+    msg.hello.max_adverts = 1;
+    msg.hello.desired_remote_rcv_size = tx_buf_size_;
+    msg.hello.local_rcv_size = rx_buf_size_;
+    msg.hello.local_port = local_port;
+    usize written = 0;
+    if (wire::encode_header(msg, buf, size, &written) != wire::EncodeError::kNone)
+        return -SDP_CORE_ENOROOM;
+    advertised_hello_bufs_ = posted_rx;
+    return static_cast<int>(written);
+}
+
+int Connection::on_hello_ack(const u8* buf, u32 size)
+{
+    if (state_ & SDP_CS_ESTABLISHED)
+        return -SDP_CORE_ESTATE;
+    wire::Message msg{};
+    const int err = decode_error_to_core(wire::decode(buf, size, &msg));
+    if (err)
+        return err;
+    if (msg.bsdh.mid != wire::Mid::kHelloAck)
+        return -SDP_CORE_EPROTO;
+    if (msg.hello_ack.actual_rcv_size < kMinRcvSize || msg.bsdh.mseq != 0)
+        return -SDP_CORE_EPROTO;
+    peer_rcv_size_ = msg.hello_ack.actual_rcv_size;
+    start(msg.bsdh, advertised_hello_bufs_);
+    return 0;
+}
+
+int Connection::on_hello(const u8* buf, u32 size)
+{
+    if (state_ & SDP_CS_ESTABLISHED)
+        return -SDP_CORE_ESTATE;
+    wire::Message msg{};
+    const int err = decode_error_to_core(wire::decode(buf, size, &msg));
+    if (err)
+        return err;
+    if (msg.bsdh.mid != wire::Mid::kHello)
+        return -SDP_CORE_EPROTO;
+    if (msg.hello.local_rcv_size < kMinRcvSize || msg.bsdh.mseq != 0)
+        return -SDP_CORE_EPROTO;
+    peer_rcv_size_ = msg.hello.local_rcv_size;
+    peer_hello_ = msg.bsdh;
+    have_peer_hello_ = true;
+    return 0;
+}
+
+int Connection::build_hello_ack(u8* buf, u32 size, u16 posted_rx)
+{
+    if (!have_peer_hello_ || (state_ & SDP_CS_ESTABLISHED))
+        return -SDP_CORE_ESTATE;
+    wire::Message msg{};
+    msg.bsdh.mid = wire::Mid::kHelloAck;
+    msg.bsdh.bufs = posted_rx;
+    msg.hello_ack.major = SDP_VERSION_MAJOR;
+    msg.hello_ack.minor = SDP_VERSION_MINOR;
+    msg.hello_ack.ip_version = 0;
+    msg.hello_ack.actual_rcv_size = rx_buf_size_;
+    usize written = 0;
+    if (wire::encode_header(msg, buf, size, &written) != wire::EncodeError::kNone)
+        return -SDP_CORE_ENOROOM;
+    start(peer_hello_, posted_rx);
+    return static_cast<int>(written);
+}
+
+u32 Connection::seg_max() const
+{
+    u32 limit = tx_buf_size_;
+    if (peer_rcv_size_ && peer_rcv_size_ < limit)
+        limit = peer_rcv_size_;
+    return limit > kBsdh ? limit - kBsdh : 0;
+}
+
+sdp_core_tx_verdict Connection::tx_verdict(u32 seg_bytes, bool full, u32 opts) const
+{
+    if (!(state_ & SDP_CS_ESTABLISHED) || (state_ & (SDP_CS_DISCONN_SENT | SDP_CS_ABORTED)))
+        return SDP_TX_CLOSED;
+    // A partial segment waits for more bytes when the user asked for it
+    // (cork, MSG_MORE), or - Nagle - while earlier data is still unacknowledged
+    // by the transport: its completion will release this one, carrying every
+    // small write made meanwhile.
+    if (!full && !(opts & SDP_TXO_PUSH)) {
+        if (opts & SDP_TXO_CORK)
+            return SDP_TX_HOLD;
+        if (!(opts & SDP_TXO_NODELAY) && data_in_flight_ > 0 && seg_bytes < seg_max())
+            return SDP_TX_HOLD;
+    }
+    if (!credits_.may_send_data())
+        return SDP_TX_NO_CREDIT;
+    return SDP_TX_POST;
+}
+
+int Connection::tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags, u16 posted_rx)
+{
+    if (!(state_ & SDP_CS_ESTABLISHED))
+        return -SDP_CORE_ESTATE;
+    if (state_ & SDP_CS_ABORTED)
+        return -SDP_CORE_ESTATE;
+    wire::Message msg{};
+    msg.bsdh.mid = static_cast<wire::Mid>(mid);
+    msg.payload_len = payload_len;
+    switch (msg.bsdh.mid) {
+    case wire::Mid::kData:
+        if (state_ & SDP_CS_DISCONN_SENT)
+            return -SDP_CORE_ESTATE;
+        if (payload_len > seg_max())
+            return -SDP_CORE_ETOOBIG;
+        // A zero-payload credit update may take a control credit.
+        if (payload_len ? !credits_.may_send_data() : !credits_.may_send_control())
+            return -SDP_CORE_ESTATE;
+        msg.bsdh.flags = static_cast<u8>(flags & SDP_FLAG_OOB_PRES);
+        break;
+    case wire::Mid::kDisConn:
+        if ((state_ & SDP_CS_DISCONN_SENT) || !credits_.may_send_control())
+            return -SDP_CORE_ESTATE;
+        break;
+    case wire::Mid::kAbortConn:
+        // Best effort: an abort goes out even on the last credit.
+        if (!credits_.may_send_control())
+            return -SDP_CORE_ESTATE;
+        break;
+    default:
+        return -SDP_CORE_EPROTO;
+    }
+    // Only Data has a payload.  Checked before the message is accounted: a
+    // build that fails must not spend a credit or a sequence number.
+    if (msg.bsdh.mid != wire::Mid::kData && payload_len)
+        return -SDP_CORE_EPROTO;
+    credits_.stamp_send(&msg.bsdh, posted_rx);
+    usize written = 0;
+    if (wire::encode_header(msg, hdr, kBsdh, &written) != wire::EncodeError::kNone)
+        return -SDP_CORE_ENOROOM;
+    if (msg.bsdh.mid == wire::Mid::kData && payload_len)
+        data_in_flight_++;
+    else if (msg.bsdh.mid == wire::Mid::kDisConn)
+        state_ |= SDP_CS_DISCONN_SENT;
+    else if (msg.bsdh.mid == wire::Mid::kAbortConn)
+        state_ |= SDP_CS_ABORTED;
+    return static_cast<int>(written);
+}
+
+void Connection::tx_done(u32 mid)
+{
+    if (mid == SDP_MID_DATA && data_in_flight_ > 0)
+        data_in_flight_--;
+}
+
+int Connection::control_due(u32 tx_queued, u16 posted_rx) const
+{
+    if (!(state_ & SDP_CS_ESTABLISHED) || (state_ & SDP_CS_ABORTED))
+        return 0;
+    if (!credits_.may_send_control())
+        return 0;
+    if ((state_ & SDP_CS_SHUT_REQUESTED) && !(state_ & SDP_CS_DISCONN_SENT) && tx_queued == 0)
+        return SDP_MID_DISCONN;
+    // Queued data carries the credit update itself when it can go.
+    if (tx_queued && credits_.may_send_data())
+        return 0;
+    if (credits_.credit_update_due(posted_rx))
+        return SDP_MID_DATA;
+    return 0;
+}
+
+int Connection::rx(const u8* buf, u32 byte_len, sdp_core_rx* out)
+{
+    *out = sdp_core_rx{};
+    if (!(state_ & SDP_CS_ESTABLISHED))
+        return -SDP_CORE_ESTATE;
+    if (byte_len > rx_buf_size_)
+        return -SDP_CORE_ETOOBIG;
+    wire::Message msg{};
+    const wire::DecodeError derr = wire::decode(buf, byte_len, &msg);
+    if (derr != wire::DecodeError::kNone)
+        return decode_error_to_core(derr);
+    // A SEND carries exactly one message.
+    if (msg.bsdh.len != byte_len)
+        return -SDP_CORE_EMALFORMED;
+    out->mid = static_cast<u32>(msg.bsdh.mid);
+    if (credits_.on_receive(msg.bsdh) != CreditLedger::RxError::kNone)
+        return -SDP_CORE_ESEQUENCE;
+
+    switch (msg.bsdh.mid) {
+    case wire::Mid::kData:
+        if ((state_ & SDP_CS_DISCONN_RCVD) && msg.payload_len)
+            return -SDP_CORE_EPROTO;
+        out->kind = SDP_RX_DATA;
+        out->payload_off = static_cast<u32>(msg.payload - buf);
+        out->payload_len = msg.payload_len;
+        out->urgent = msg.payload_len && (msg.bsdh.flags & SDP_FLAG_OOB_PRES);
+        return 0;
+    case wire::Mid::kDisConn:
+        if (state_ & SDP_CS_DISCONN_RCVD)
+            return -SDP_CORE_EPROTO;
+        state_ |= SDP_CS_DISCONN_RCVD;
+        out->kind = SDP_RX_DISCONN;
+        return 0;
+    case wire::Mid::kAbortConn:
+        state_ |= SDP_CS_ABORTED;
+        out->kind = SDP_RX_ABORT;
+        return 0;
+    default:
+        // Hello/HelloAck after setup, and the zero-copy messages this
+        // implementation never invites (it sends no SinkAvail and advertises
+        // no zero-copy support), are protocol errors.
+        return -SDP_CORE_EPROTO;
+    }
+}
+
+} // namespace sdp

@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// One SDP connection's protocol state: the Hello exchange, credits and
+// sequence numbers (CreditLedger), Nagle/cork decisions, the DisConn /
+// AbortConn state machine and validation of every received message.
+//
+// Sans-I/O: the host (kernel glue or a userspace simulation) owns buffers
+// and queue pairs, calls in with events and gets decisions back.  The C ABI
+// over this class is in sdp_core.h; this header is for C++ users (tests).
+#ifndef SDP_CORE_CONN_H
+#define SDP_CORE_CONN_H
+
+#include "credits.h"
+#include "sdp_core.h"
+#include "types.h"
+#include "wire.h"
+
+namespace sdp {
+
+class Connection {
+  public:
+    void init(u32 rx_buf_size, u32 tx_buf_size);
+
+    int build_hello(u8* buf, u32 size, u16 posted_rx, u16 local_port, bool ipv6);
+    int on_hello_ack(const u8* buf, u32 size);
+    int on_hello(const u8* buf, u32 size);
+    int build_hello_ack(u8* buf, u32 size, u16 posted_rx);
+
+    u32 seg_max() const;
+    sdp_core_tx_verdict tx_verdict(u32 seg_bytes, bool full, u32 opts) const;
+    int tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags, u16 posted_rx);
+    void tx_done(u32 mid);
+    int control_due(u32 tx_queued, u16 posted_rx) const;
+    void shutdown_send() { state_ |= SDP_CS_SHUT_REQUESTED; }
+
+    int rx(const u8* buf, u32 byte_len, sdp_core_rx* out);
+
+    u32 state() const { return state_; }
+    u32 tx_credits() const { return credits_.tx_credits(); }
+    u32 data_in_flight() const { return data_in_flight_; }
+    const CreditLedger& credits() const { return credits_; }
+
+  private:
+    // Our Hello/HelloAck as a BSDH, so the ledger can start from it.
+    void start(const wire::Bsdh& peer, u16 advertised);
+
+    CreditLedger credits_;
+    u32 rx_buf_size_ = 0;
+    u32 tx_buf_size_ = 0;
+    u32 peer_rcv_size_ = 0;
+    u32 data_in_flight_ = 0; // posted Data SENDs not yet completed
+    u32 state_ = 0;          // SDP_CS_*
+    // Passive side: the peer's Hello until our HelloAck goes out.
+    wire::Bsdh peer_hello_{};
+    bool have_peer_hello_ = false;
+    // Active side: the bufs our Hello advertised.
+    u16 advertised_hello_bufs_ = 0;
+};
+
+static_assert(sizeof(Connection) <= SDP_CORE_CONN_BYTES, "grow SDP_CORE_CONN_BYTES");
+static_assert(alignof(Connection) <= alignof(unsigned long long), "alignment");
+
+} // namespace sdp
+
+#endif // SDP_CORE_CONN_H

@@ -1,0 +1,496 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Connection management over the kernel RDMA CM: address and route
+ * resolution, the Hello (REQ private data) / HelloAck (REP private data)
+ * exchange, the listener's accept queue and backlog, disconnects, and the
+ * CM errors mapped to the errno TCP would give.
+ *
+ * CM ids live in the IB port space with IP addressing (the SDP port space
+ * is gone from the kernel CM; see Documentation/wire-protocol.md) and in the
+ * socket's network namespace.  The event handler runs in process context
+ * and takes the socket lock; it never destroys its own id except by
+ * returning non-zero after sdp_cm_detach().
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/in.h>
+#include <linux/in6.h>
+#include <rdma/ib_cm.h>
+#include <rdma/rdma_cm.h>
+
+#include "sdp.h"
+#include "sdp_wire.h"
+
+/* REQ/REP retries and response timeout (CM units) as other ULPs use. */
+#define SDP_CM_RETRY 7
+#define SDP_RNR_RETRY 7
+
+struct rdma_cm_id *sdp_cm_create_id(struct sock *sk)
+{
+	struct rdma_cm_id *id;
+
+	id = rdma_create_id(sock_net(sk), sdp_cm_handler, sk, RDMA_PS_IB,
+			    IB_QPT_RC);
+	if (!IS_ERR(id))
+		sock_hold(sk); /* the id's reference, dropped when it dies */
+	return id;
+}
+
+/* Map a CM failure to what TCP reports for the same situation. */
+static int sdp_cm_errno(struct rdma_cm_event *ev)
+{
+	switch (ev->event) {
+	case RDMA_CM_EVENT_REJECTED:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+		SDP_INC(SDP_CNT_ERR_REFUSED);
+		return ECONNREFUSED;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+		if (ev->status == -ETIMEDOUT) {
+			SDP_INC(SDP_CNT_ERR_TIMEOUT);
+			return ETIMEDOUT;
+		}
+		SDP_INC(SDP_CNT_ERR_UNREACHABLE);
+		if (ev->status == -EHOSTUNREACH)
+			return EHOSTUNREACH;
+		return ENETUNREACH;
+	case RDMA_CM_EVENT_UNREACHABLE:
+		if (ev->status == -ETIMEDOUT) {
+			SDP_INC(SDP_CNT_ERR_TIMEOUT);
+			return ETIMEDOUT;
+		}
+		SDP_INC(SDP_CNT_ERR_UNREACHABLE);
+		return EHOSTUNREACH;
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		SDP_INC(SDP_CNT_ERR_DEVICE_REMOVED);
+		return ECONNRESET;
+	default:
+		SDP_INC(SDP_CNT_ERR_RESET);
+		return ECONNRESET;
+	}
+}
+
+/*
+ * Take the CM id away from the socket and free the RDMA resources bound to
+ * its device.  Returns 1 when the handler must return 1 (the CM then
+ * destroys the id), 0 when somebody else already owns the teardown.
+ */
+static int sdp_cm_detach(struct sock *sk, struct rdma_cm_id *id)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct sock *parent;
+
+	mutex_lock(&ssk->res_lock);
+	lock_sock(sk);
+	if (ssk->cm_id != id) {
+		release_sock(sk);
+		mutex_unlock(&ssk->res_lock);
+		return 0;
+	}
+	ssk->cm_id = NULL;
+	ssk->cm_gone = true;
+	release_sock(sk);
+	sdp_free_rdma(sk, id);
+	mutex_unlock(&ssk->res_lock);
+
+	/* A connection that died before accept() has nobody else to free it. */
+	parent = sdp_child_unlink(sk);
+	if (parent)
+		sock_put(sk);
+	sock_put(sk); /* the id's reference */
+	return 1;
+}
+
+static void sdp_set_addrs(struct sock *sk, struct rdma_cm_id *id)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct sockaddr *dst = (struct sockaddr *)&id->route.addr.dst_addr;
+	sa_family_t fam = ssk->local.ss_family;
+
+	sdp_update_local(sk);
+	if (dst->sa_family == AF_INET && fam == AF_INET6) {
+		struct sockaddr_in6 *r6 = (struct sockaddr_in6 *)&ssk->remote;
+		struct sockaddr_in *d4 = (struct sockaddr_in *)dst;
+
+		memset(r6, 0, sizeof(*r6));
+		r6->sin6_family = AF_INET6;
+		r6->sin6_port = d4->sin_port;
+		ipv6_addr_set_v4mapped(d4->sin_addr.s_addr, &r6->sin6_addr);
+	} else if (dst->sa_family == AF_INET6) {
+		memcpy(&ssk->remote, dst, sizeof(struct sockaddr_in6));
+	} else {
+		memcpy(&ssk->remote, dst, sizeof(struct sockaddr_in));
+	}
+}
+
+static u16 sdp_local_port(struct rdma_cm_id *id)
+{
+	struct sockaddr *src = (struct sockaddr *)&id->route.addr.src_addr;
+
+	if (src->sa_family == AF_INET6)
+		return ntohs(((struct sockaddr_in6 *)src)->sin6_port);
+	return ntohs(((struct sockaddr_in *)src)->sin_port);
+}
+
+/* Active side: route known, create the QP and send the Hello in the REQ. */
+static int sdp_cm_route_resolved(struct sock *sk, struct rdma_cm_id *id)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct rdma_conn_param param = {};
+	u8 hello[SDP_CM_REQ_PRIVATE_DATA] = {};
+	int len, err;
+
+	err = sdp_create_resources(sk, id);
+	if (err)
+		return err;
+	len = sdp_core_build_hello(&ssk->core, hello, sizeof(hello),
+				   (u16)sdp_rx_posted(ssk), sdp_local_port(id),
+				   id->route.addr.src_addr.ss_family == AF_INET6);
+	if (len < 0)
+		return -EINVAL;
+	SDP_INC_TX_MID(SDP_MID_HELLO);
+	param.private_data = hello;
+	param.private_data_len = len;
+	param.responder_resources = 1;
+	param.initiator_depth = 1;
+	param.retry_count = SDP_CM_RETRY;
+	param.rnr_retry_count = SDP_RNR_RETRY;
+	return rdma_connect_locked(id, &param);
+}
+
+static void sdp_connected(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	ssk->seg_max = sdp_core_seg_max(&ssk->core);
+	ssk->established_once = true;
+	ssk->last_rx_jiffies = jiffies;
+	sdp_set_state(sk, TCP_ESTABLISHED);
+	if (sock_flag(sk, SOCK_KEEPOPEN))
+		sdp_reset_keepalive(sk);
+	sk->sk_state_change(sk);
+	sdp_write_space(sk);
+}
+
+/* Active side: the REP arrived with the HelloAck. */
+static int sdp_cm_established_active(struct sock *sk, struct rdma_cm_event *ev)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	int err;
+
+	err = sdp_core_on_hello_ack(&ssk->core, ev->param.conn.private_data,
+				    ev->param.conn.private_data_len);
+	if (err) {
+		pr_warn_ratelimited("bad HelloAck from peer: %s\n",
+				    sdp_core_err_name(err));
+		SDP_INC(SDP_CNT_ERR_PROTOCOL);
+		return -ECONNREFUSED;
+	}
+	SDP_INC_RX_MID(SDP_MID_HELLO_ACK);
+	SDP_INC(SDP_CNT_CONN_ESTABLISHED);
+	sdp_set_addrs(sk, ssk->cm_id);
+	sdp_connected(sk);
+	return 0;
+}
+
+/* Passive side: the RTU arrived; hand the connection to accept(). */
+static void sdp_cm_established_passive(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct sock *parent = ssk->parent;
+	bool queued = false;
+
+	sdp_connected(sk);
+	release_sock(sk);
+
+	lock_sock(parent);
+	sdp_sk(parent)->pending--;
+	if (parent->sk_state == TCP_LISTEN) {
+		list_add_tail(&ssk->accept_node, &sdp_sk(parent)->accept_queue);
+		sk_acceptq_added(parent);
+		queued = true;
+		SDP_INC(SDP_CNT_CONN_ACCEPTED);
+		parent->sk_data_ready(parent);
+	}
+	release_sock(parent);
+
+	lock_sock(sk);
+	if (!queued) {
+		/* The listener went away meanwhile: reset the connection. */
+		sdp_abort(sk);
+		sdp_schedule_destroy(sk);
+	}
+}
+
+static void sdp_cm_disconnected(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	unsigned int cs = sdp_core_state(&ssk->core);
+
+	ssk->qp_error = true;
+	if (sk->sk_state == TCP_CLOSE)
+		goto out;
+	if (!(cs & SDP_CS_DISCONN_RCVD) && !(cs & SDP_CS_ABORTED) &&
+	    !sock_flag(sk, SOCK_DEAD)) {
+		/* The peer vanished without DisConn: a reset. */
+		SDP_INC(SDP_CNT_ERR_RESET);
+		sdp_set_error(sk, ECONNRESET);
+		goto out;
+	}
+	sock_set_flag(sk, SOCK_DONE);
+	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
+	sdp_set_state(sk, TCP_CLOSE);
+	sk->sk_state_change(sk);
+out:
+	if (sock_flag(sk, SOCK_DEAD))
+		sdp_schedule_destroy(sk);
+}
+
+/* Passive side: a Hello arrived on a listener. */
+static int sdp_cm_conn_request(struct sock *parent, struct rdma_cm_id *id,
+			       struct rdma_cm_event *ev)
+{
+	struct sdp_sock *pssk = sdp_sk(parent), *ssk;
+	struct rdma_conn_param param = {};
+	u8 ack[SDP_HELLO_ACK_SIZE];
+	struct sock *sk;
+	int len, err;
+
+	lock_sock(parent);
+	if (parent->sk_state != TCP_LISTEN) {
+		release_sock(parent);
+		return -ECONNREFUSED; /* the CM rejects and destroys the id */
+	}
+	/* Like TCP's accept queue: at most backlog + 1 waiting connections. */
+	if (sk_acceptq_is_full(parent) ||
+	    READ_ONCE(parent->sk_ack_backlog) + pssk->pending >
+		    READ_ONCE(parent->sk_max_ack_backlog)) {
+		release_sock(parent);
+		SDP_INC(SDP_CNT_ERR_BACKLOG);
+		return -ECONNREFUSED;
+	}
+	pssk->pending++;
+	release_sock(parent);
+
+	sk = sdp_sk_clone(parent);
+	if (!sk)
+		goto undo_pending;
+	ssk = sdp_sk(sk);
+	sock_hold(parent); /* until accept() or the child's death */
+	ssk->parent = parent;
+	sock_hold(sk); /* the id's reference */
+	id->context = sk;
+
+	lock_sock(sk);
+	ssk->cm_id = id;
+	sdp_set_addrs(sk, id);
+	sdp_set_state(sk, TCP_SYN_RECV);
+	err = sdp_create_resources(sk, id);
+	if (err)
+		goto fail;
+	err = sdp_core_on_hello(&ssk->core, ev->param.conn.private_data,
+				ev->param.conn.private_data_len);
+	if (err) {
+		pr_warn_ratelimited("bad Hello from peer: %s\n",
+				    sdp_core_err_name(err));
+		SDP_INC(SDP_CNT_ERR_PROTOCOL);
+		goto fail;
+	}
+	SDP_INC_RX_MID(SDP_MID_HELLO);
+	len = sdp_core_build_hello_ack(&ssk->core, ack, sizeof(ack),
+				       (u16)sdp_rx_posted(ssk));
+	if (len < 0)
+		goto fail;
+	param.private_data = ack;
+	param.private_data_len = len;
+	param.responder_resources = 1;
+	param.initiator_depth = 1;
+	param.retry_count = SDP_CM_RETRY;
+	param.rnr_retry_count = SDP_RNR_RETRY;
+	err = rdma_accept(id, &param);
+	if (err)
+		goto fail;
+	SDP_INC_TX_MID(SDP_MID_HELLO_ACK);
+	release_sock(sk);
+	return 0;
+
+fail:
+	release_sock(sk);
+	/* Returning non-zero makes the CM reject and destroy the id. */
+	sdp_cm_detach(sk, id);
+	return -ECONNREFUSED;
+
+undo_pending:
+	lock_sock(parent);
+	pssk->pending--;
+	release_sock(parent);
+	return -ENOMEM;
+}
+
+int sdp_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
+{
+	struct sock *sk = id->context;
+	struct sdp_sock *ssk = sdp_sk(sk);
+	int err = 0;
+
+	if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST)
+		return sdp_cm_conn_request(sk, id, ev);
+
+	lock_sock(sk);
+	if (ssk->cm_id != id) {
+		/* Detached: the socket is tearing this id down. */
+		release_sock(sk);
+		return 0;
+	}
+	switch (ev->event) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		err = rdma_resolve_route(id, sysctl_sdp_connect_timeout_ms);
+		if (err)
+			err = ENETUNREACH;
+		break;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		err = sdp_cm_route_resolved(sk, id);
+		if (err)
+			err = err == -ENOMEM ? ENOBUFS : ENETUNREACH;
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		if (ssk->parent)
+			sdp_cm_established_passive(sk);
+		else
+			err = -sdp_cm_established_active(sk, ev);
+		break;
+	case RDMA_CM_EVENT_DISCONNECTED:
+		sdp_cm_disconnected(sk);
+		break;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+	case RDMA_CM_EVENT_REJECTED:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		err = sdp_cm_errno(ev);
+		break;
+	default:
+		/* TIMEWAIT_EXIT, ADDR_CHANGE, ...: nothing to do. */
+		break;
+	}
+	if (!err) {
+		release_sock(sk);
+		return 0;
+	}
+
+	/* Fatal for this connection: report and free the RDMA side. */
+	sdp_set_error(sk, err);
+	release_sock(sk);
+	return sdp_cm_detach(sk, id);
+}
+
+/*
+ * A child's link to its listener ends: accept() took it (parent cleared
+ * there), or it died first.  Returns the listener if this call cut the
+ * link, with the listener's reference dropped.
+ */
+struct sock *sdp_child_unlink(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct sock *parent;
+
+	parent = xchg(&ssk->parent, NULL);
+	if (!parent)
+		return NULL;
+
+	lock_sock(parent);
+	if (!list_empty(&ssk->accept_node)) {
+		list_del_init(&ssk->accept_node);
+		sk_acceptq_removed(parent);
+	} else if (!ssk->established_once) {
+		sdp_sk(parent)->pending--;
+	}
+	release_sock(parent);
+	sock_put(parent);
+	return parent;
+}
+
+/*
+ * The listener closes: connections waiting in its queue are reset.  Called
+ * with the listener locked; children are torn down from the work queue so
+ * no two socket locks nest.
+ */
+void sdp_abort_children(struct sock *listener)
+{
+	struct sdp_sock *lssk = sdp_sk(listener), *child, *tmp;
+
+	list_for_each_entry_safe(child, tmp, &lssk->accept_queue, accept_node) {
+		list_del_init(&child->accept_node);
+		sk_acceptq_removed(listener);
+		/* The destroy work resets it and drops its listener
+		 * reference and its own (never accepted) reference.
+		 */
+		sdp_schedule_destroy(&child->sk);
+	}
+}
+
+/*
+ * Reset the connection (SO_LINGER 0, unread data at close, protocol error):
+ * AbortConn if a credit allows, then the CM disconnect.  The peer sees
+ * ECONNRESET either way.
+ */
+void sdp_abort(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	if (sdp_established(sk) && ssk->res_ready && !ssk->qp_error &&
+	    !(sdp_core_state(&ssk->core) & SDP_CS_ABORTED) &&
+	    sdp_send_control(sk, SDP_MID_ABORT_CONN) == 0) {
+		ssk->abort_pending = true; /* disconnect when it completes */
+	} else if (ssk->cm_id && !ssk->disconnect_sent && ssk->established_once) {
+		ssk->disconnect_sent = true;
+		rdma_disconnect(ssk->cm_id);
+	}
+	sock_set_flag(sk, SOCK_DONE);
+	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
+	sdp_set_state(sk, TCP_CLOSE);
+	sk->sk_state_change(sk);
+}
+
+/*
+ * Both DisConns are through (ours completed, the peer's arrived), or our
+ * AbortConn completed: end the RDMA connection.
+ */
+void sdp_maybe_disconnect(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	unsigned int cs = sdp_core_state(&ssk->core);
+	bool ours_done = (cs & SDP_CS_DISCONN_SENT) &&
+			 ssk->ctl.done == ssk->ctl.post;
+
+	if (ssk->disconnect_sent || !ssk->cm_id)
+		return;
+	if (ssk->abort_pending && ssk->ctl.done == ssk->ctl.post) {
+		ssk->disconnect_sent = true;
+		rdma_disconnect(ssk->cm_id);
+		return;
+	}
+	if (!(ours_done && (cs & SDP_CS_DISCONN_RCVD)))
+		return;
+	ssk->disconnect_sent = true;
+	rdma_disconnect(ssk->cm_id);
+	sock_set_flag(sk, SOCK_DONE);
+	sdp_set_state(sk, TCP_CLOSE);
+	sk->sk_state_change(sk);
+}
+
+/* A closed socket whose peer never finished the teardown. */
+void sdp_fin_timeout_work(struct work_struct *work)
+{
+	struct sdp_sock *ssk = container_of(to_delayed_work(work),
+					    struct sdp_sock, fin_work);
+	struct sock *sk = &ssk->sk;
+
+	lock_sock(sk);
+	if (sk->sk_state != TCP_CLOSE)
+		sdp_abort(sk);
+	release_sock(sk);
+	sdp_destroy_resources(sk);
+	sock_put(sk);
+}

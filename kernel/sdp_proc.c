@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * /proc/net/sdp (the sockets of this network namespace, netstat style) and
+ * /proc/net/sdpstats (family-wide counters, one "name value" per line).
+ * Formats: Documentation/socket-api.md.  No kernel addresses are printed.
+ */
+#include <linux/proc_fs.h>
+#include <linux/seq_file.h>
+#include <net/net_namespace.h>
+#include <net/tcp_states.h>
+
+#include "sdp.h"
+#include "sdp_wire.h"
+
+DEFINE_PER_CPU(struct sdp_stats, sdp_stats);
+
+static LIST_HEAD(sdp_sock_list);
+static DEFINE_SPINLOCK(sdp_sock_list_lock);
+
+void sdp_sock_list_add(struct sock *sk)
+{
+	spin_lock_bh(&sdp_sock_list_lock);
+	list_add_tail(&sdp_sk(sk)->list_node, &sdp_sock_list);
+	spin_unlock_bh(&sdp_sock_list_lock);
+}
+
+void sdp_sock_list_del(struct sock *sk)
+{
+	spin_lock_bh(&sdp_sock_list_lock);
+	list_del(&sdp_sk(sk)->list_node);
+	spin_unlock_bh(&sdp_sock_list_lock);
+}
+
+static const char *const sdp_state_names[] = {
+	[TCP_ESTABLISHED] = "ESTABLISHED", [TCP_SYN_SENT] = "SYN_SENT",
+	[TCP_SYN_RECV] = "SYN_RECV",	   [TCP_FIN_WAIT1] = "FIN_WAIT1",
+	[TCP_FIN_WAIT2] = "FIN_WAIT2",	   [TCP_TIME_WAIT] = "TIME_WAIT",
+	[TCP_CLOSE] = "CLOSE",		   [TCP_CLOSE_WAIT] = "CLOSE_WAIT",
+	[TCP_LAST_ACK] = "LAST_ACK",	   [TCP_LISTEN] = "LISTEN",
+	[TCP_CLOSING] = "CLOSING",
+};
+
+static int sdp_fmt_addr(char *buf, size_t len, const struct sockaddr_storage *a)
+{
+	if (a->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const void *)a;
+
+		return scnprintf(buf, len, "[%pI6c]:%u", &s6->sin6_addr,
+				 ntohs(s6->sin6_port));
+	}
+	if (a->ss_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const void *)a;
+
+		return scnprintf(buf, len, "%pI4:%u", &s4->sin_addr,
+				 ntohs(s4->sin_port));
+	}
+	return scnprintf(buf, len, "0.0.0.0:0");
+}
+
+static int sdp_sockets_show(struct seq_file *seq, void *v)
+{
+	struct net *net = seq_file_net(seq);
+	struct sdp_sock *ssk;
+	char local[64], remote[64];
+	int sl = 0;
+
+	seq_printf(seq, "%4s %-45s %-45s %-11s %-8s %-8s %-5s %s\n", "sl",
+		   "local_address", "remote_address", "st", "tx_queue",
+		   "rx_queue", "uid", "inode");
+	spin_lock_bh(&sdp_sock_list_lock);
+	list_for_each_entry(ssk, &sdp_sock_list, list_node) {
+		struct sock *sk = &ssk->sk;
+		int state = READ_ONCE(sk->sk_state);
+		bool connected = state != TCP_LISTEN && state != TCP_CLOSE;
+
+		if (!net_eq(sock_net(sk), net))
+			continue;
+		sdp_fmt_addr(local, sizeof(local), &ssk->local);
+		if (connected || state == TCP_CLOSE)
+			sdp_fmt_addr(remote, sizeof(remote), &ssk->remote);
+		else
+			strscpy(remote, ssk->local.ss_family == AF_INET6 ?
+				"[::]:0" : "0.0.0.0:0", sizeof(remote));
+		seq_printf(seq, "%3d: %-45s %-45s %-11s %-8llu %-8llu %-5u %lu\n",
+			   sl++, local, remote,
+			   state < ARRAY_SIZE(sdp_state_names) &&
+				   sdp_state_names[state] ?
+				   sdp_state_names[state] : "UNKNOWN",
+			   READ_ONCE(ssk->snd_queued) - READ_ONCE(ssk->snd_acked),
+			   READ_ONCE(ssk->rcv_nxt) - READ_ONCE(ssk->copied_seq),
+			   from_kuid_munged(seq_user_ns(seq), sock_i_uid(sk)),
+			   sock_i_ino(sk));
+	}
+	spin_unlock_bh(&sdp_sock_list_lock);
+	return 0;
+}
+
+static const char *const sdp_counter_names[SDP_CNT_MAX] = {
+	[SDP_CNT_TX_BYTES] = "tx_bytes",
+	[SDP_CNT_RX_BYTES] = "rx_bytes",
+	[SDP_CNT_TX_INLINE] = "tx_inline",
+	[SDP_CNT_CREDIT_UPDATES] = "credit_updates",
+	[SDP_CNT_CREDIT_STALLS] = "credit_stalls",
+	[SDP_CNT_NAGLE_HOLDS] = "nagle_holds",
+	[SDP_CNT_CONN_ESTABLISHED] = "conn_established",
+	[SDP_CNT_CONN_ACCEPTED] = "conn_accepted",
+	[SDP_CNT_ERR_REFUSED] = "conn_err_refused",
+	[SDP_CNT_ERR_UNREACHABLE] = "conn_err_unreachable",
+	[SDP_CNT_ERR_TIMEOUT] = "conn_err_timeout",
+	[SDP_CNT_ERR_RESET] = "conn_err_reset",
+	[SDP_CNT_ERR_BACKLOG] = "conn_err_backlog",
+	[SDP_CNT_ERR_DEVICE_REMOVED] = "conn_err_device_removed",
+	[SDP_CNT_ERR_PROTOCOL] = "conn_err_protocol",
+	[SDP_CNT_ERR_TRANSPORT] = "conn_err_transport",
+	[SDP_CNT_ERR_RESOURCES] = "conn_err_resources",
+	[SDP_CNT_KEEPALIVE_PROBES] = "keepalive_probes",
+};
+
+/* Message names as sdpstat knows them (tx_<name>, rx_<name>). */
+static const struct {
+	u8 mid;
+	const char *name;
+} sdp_mid_names[] = {
+	{ SDP_MID_HELLO, "hello" },
+	{ SDP_MID_HELLO_ACK, "hello_ack" },
+	{ SDP_MID_DISCONN, "disconn" },
+	{ SDP_MID_ABORT_CONN, "abort_conn" },
+	{ SDP_MID_SEND_SM, "send_sm" },
+	{ SDP_MID_RDMA_WR_COMPL, "rdma_wr_compl" },
+	{ SDP_MID_RDMA_RD_COMPL, "rdma_rd_compl" },
+	{ SDP_MID_SRC_AVAIL_CANCEL, "src_avail_cancel" },
+	{ SDP_MID_SINK_AVAIL_CANCEL, "sink_avail_cancel" },
+	{ SDP_MID_SINK_CANCEL_ACK, "sink_cancel_ack" },
+	{ SDP_MID_CH_RCV_BUF, "ch_rcv_buf" },
+	{ SDP_MID_CH_RCV_BUF_ACK, "ch_rcv_buf_ack" },
+	{ SDP_MID_SINK_AVAIL, "sink_avail" },
+	{ SDP_MID_SRC_AVAIL, "src_avail" },
+	{ SDP_MID_DATA, "data" },
+};
+
+static u64 sdp_sum(size_t offset)
+{
+	u64 sum = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		sum += *(u64 *)((char *)per_cpu_ptr(&sdp_stats, cpu) + offset);
+	return sum;
+}
+
+static int sdp_stats_show(struct seq_file *seq, void *v)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(sdp_mid_names); i++)
+		seq_printf(seq, "tx_%s %llu\n", sdp_mid_names[i].name,
+			   sdp_sum(offsetof(struct sdp_stats,
+					    tx_mid[sdp_mid_names[i].mid])));
+	for (i = 0; i < ARRAY_SIZE(sdp_mid_names); i++)
+		seq_printf(seq, "rx_%s %llu\n", sdp_mid_names[i].name,
+			   sdp_sum(offsetof(struct sdp_stats,
+					    rx_mid[sdp_mid_names[i].mid])));
+	for (i = 0; i < SDP_CNT_MAX; i++)
+		seq_printf(seq, "%s %llu\n", sdp_counter_names[i],
+			   sdp_sum(offsetof(struct sdp_stats, cnt[i])));
+	return 0;
+}
+
+static int __net_init sdp_net_init(struct net *net)
+{
+	if (!proc_create_net_single("sdp", 0444, net->proc_net,
+				    sdp_sockets_show, NULL))
+		return -ENOMEM;
+	if (!proc_create_net_single("sdpstats", 0444, net->proc_net,
+				    sdp_stats_show, NULL)) {
+		remove_proc_entry("sdp", net->proc_net);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void __net_exit sdp_net_exit(struct net *net)
+{
+	remove_proc_entry("sdpstats", net->proc_net);
+	remove_proc_entry("sdp", net->proc_net);
+}
+
+static struct pernet_operations sdp_net_ops = {
+	.init = sdp_net_init,
+	.exit = sdp_net_exit,
+};
+
+int sdp_proc_init(void)
+{
+	return register_pernet_subsys(&sdp_net_ops);
+}
+
+void sdp_proc_exit(void)
+{
+	unregister_pernet_subsys(&sdp_net_ops);
+}

@@ -1,0 +1,329 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Per-connection RDMA resources: protection domain, completion queue, RC
+ * queue pair and the three registered rings (receive, data send, control
+ * send), created once at connection setup and freed at teardown.  The rings'
+ * buffers are DMA-mapped once and used with the PD's local DMA key: the data
+ * path never registers memory and never allocates.
+ *
+ * Completions: the CQ's handler (interrupt context) only schedules
+ * sdp_cq_work, which polls the CQ under the socket lock and hands each
+ * completion to the receive or transmit path.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/slab.h>
+
+#include "sdp.h"
+#include "sdp_wire.h"
+
+#define SDP_CTL_BUF_SIZE 64
+#define SDP_CQ_BATCH 16
+#define SDP_CQ_BUDGET 256
+
+static u32 sdp_ring_count(int sockbuf, u32 buf_size)
+{
+	u32 n = (u32)max(sockbuf, 0) / buf_size;
+
+	return clamp_t(u32, n, sysctl_sdp_ring_min, sysctl_sdp_ring_max);
+}
+
+static void sdp_ring_free(struct ib_device *dev, struct sdp_ring *r,
+			  u32 size, enum dma_data_direction dir)
+{
+	u32 i;
+
+	if (!r->bufs)
+		return;
+	for (i = 0; i < r->count; i++) {
+		struct sdp_buf *b = &r->bufs[i];
+
+		if (!b->data)
+			continue;
+		if (b->dma)
+			ib_dma_unmap_single(dev, b->dma, size, dir);
+		kfree(b->data);
+	}
+	kfree(r->bufs);
+	memset(r, 0, sizeof(*r));
+}
+
+static int sdp_ring_alloc(struct ib_device *dev, struct sdp_ring *r, u32 count,
+			  u32 size, enum dma_data_direction dir)
+{
+	u32 i;
+
+	memset(r, 0, sizeof(*r));
+	r->bufs = kcalloc(count, sizeof(*r->bufs), GFP_KERNEL);
+	if (!r->bufs)
+		return -ENOMEM;
+	r->count = count;
+	for (i = 0; i < count; i++) {
+		struct sdp_buf *b = &r->bufs[i];
+
+		b->data = kmalloc(size, GFP_KERNEL);
+		if (!b->data)
+			return -ENOMEM;
+		b->dma = ib_dma_map_single(dev, b->data, size, dir);
+		if (ib_dma_mapping_error(dev, b->dma)) {
+			b->dma = 0;
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+static void sdp_cq_comp_handler(struct ib_cq *cq, void *ctx)
+{
+	struct sock *sk = ctx;
+
+	queue_work(sdp_wq, &sdp_sk(sk)->cq_work);
+}
+
+static void sdp_cq_event_handler(struct ib_event *ev, void *ctx)
+{
+	pr_warn_ratelimited("CQ event %s\n", ib_event_msg(ev->event));
+}
+
+static void sdp_qp_event_handler(struct ib_event *ev, void *ctx)
+{
+	if (ev->event != IB_EVENT_COMM_EST)
+		pr_debug("QP event %s\n", ib_event_msg(ev->event));
+}
+
+int sdp_create_resources(struct sock *sk, struct rdma_cm_id *id)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct ib_device *dev = id->device;
+	struct ib_qp_init_attr qpa = {};
+	struct ib_cq_init_attr cqa = {};
+	u32 rx_count, tx_count;
+	int err;
+
+	if (ssk->res_ready)
+		return -EINVAL;
+	ssk->buf_size = (u32)sysctl_sdp_buf_size;
+	rx_count = sdp_ring_count(sk->sk_rcvbuf, ssk->buf_size);
+	tx_count = sdp_ring_count(sk->sk_sndbuf, ssk->buf_size);
+	sdp_core_conn_init(&ssk->core, ssk->buf_size, ssk->buf_size);
+
+	ssk->pd = ib_alloc_pd(dev, 0);
+	if (IS_ERR(ssk->pd)) {
+		err = PTR_ERR(ssk->pd);
+		ssk->pd = NULL;
+		goto fail;
+	}
+	cqa.cqe = rx_count + tx_count + SDP_CTL_RING + 1;
+	cqa.comp_vector = 0;
+	ssk->cq = ib_create_cq(dev, sdp_cq_comp_handler, sdp_cq_event_handler,
+			       sk, &cqa);
+	if (IS_ERR(ssk->cq)) {
+		err = PTR_ERR(ssk->cq);
+		ssk->cq = NULL;
+		goto fail;
+	}
+
+	qpa.event_handler = sdp_qp_event_handler;
+	qpa.qp_context = sk;
+	qpa.send_cq = ssk->cq;
+	qpa.recv_cq = ssk->cq;
+	qpa.cap.max_send_wr = tx_count + SDP_CTL_RING;
+	qpa.cap.max_recv_wr = rx_count;
+	qpa.cap.max_send_sge = 1;
+	qpa.cap.max_recv_sge = 1;
+	qpa.cap.max_inline_data = sysctl_sdp_inline_thresh;
+	qpa.sq_sig_type = IB_SIGNAL_ALL_WR;
+	qpa.qp_type = IB_QPT_RC;
+	err = rdma_create_qp(id, ssk->pd, &qpa);
+	if (err && qpa.cap.max_inline_data) {
+		/* The device has no (or less) inline room: go without. */
+		qpa.cap.max_inline_data = 0;
+		err = rdma_create_qp(id, ssk->pd, &qpa);
+	}
+	if (err)
+		goto fail;
+	ssk->qp = id->qp;
+	ssk->max_inline = qpa.cap.max_inline_data;
+
+	err = sdp_ring_alloc(dev, &ssk->rx, rx_count, ssk->buf_size,
+			     DMA_FROM_DEVICE);
+	if (!err)
+		err = sdp_ring_alloc(dev, &ssk->tx, tx_count, ssk->buf_size,
+				     DMA_TO_DEVICE);
+	if (!err)
+		err = sdp_ring_alloc(dev, &ssk->ctl, SDP_CTL_RING,
+				     SDP_CTL_BUF_SIZE, DMA_TO_DEVICE);
+	if (err)
+		goto fail;
+
+	ssk->res_ready = true;
+	ssk->qp_error = false;
+	err = sdp_post_recvs(sk);
+	if (err)
+		goto fail;
+	ib_req_notify_cq(ssk->cq, IB_CQ_NEXT_COMP);
+	return 0;
+
+fail:
+	SDP_INC(SDP_CNT_ERR_RESOURCES);
+	ssk->res_ready = false;
+	/* sdp_free_rdma() frees the rest when the id goes away. */
+	return err;
+}
+
+/*
+ * Free what sdp_create_resources() made.  Called without the socket lock
+ * (the completion work takes it) and with res_lock held, after the CM id was
+ * detached from the socket, so nothing else touches these fields.
+ */
+void sdp_free_rdma(struct sock *sk, struct rdma_cm_id *id)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct ib_device *dev = id->device;
+
+	WRITE_ONCE(ssk->res_ready, false);
+	if (ssk->qp) {
+		/* After this the HCA touches none of the ring buffers. */
+		rdma_destroy_qp(id);
+		ssk->qp = NULL;
+	}
+	cancel_work_sync(&ssk->cq_work);
+	if (ssk->cq) {
+		ib_destroy_cq(ssk->cq);
+		ssk->cq = NULL;
+	}
+	cancel_work_sync(&ssk->cq_work);
+	if (dev) {
+		sdp_ring_free(dev, &ssk->rx, ssk->buf_size, DMA_FROM_DEVICE);
+		sdp_ring_free(dev, &ssk->tx, ssk->buf_size, DMA_TO_DEVICE);
+		sdp_ring_free(dev, &ssk->ctl, SDP_CTL_BUF_SIZE, DMA_TO_DEVICE);
+	}
+	if (ssk->pd) {
+		ib_dealloc_pd(ssk->pd);
+		ssk->pd = NULL;
+	}
+}
+
+/*
+ * Final teardown of a socket's RDMA side, from close() or the work queue:
+ * detach the CM id, free the resources, destroy the id (which waits for a
+ * running event handler, so no socket lock may be held here).
+ */
+void sdp_destroy_resources(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct rdma_cm_id *id;
+
+	if (cancel_delayed_work(&ssk->fin_work))
+		sock_put(sk);
+	if (cancel_delayed_work(&ssk->keepalive_work))
+		sock_put(sk);
+
+	mutex_lock(&ssk->res_lock);
+	lock_sock(sk);
+	id = ssk->cm_id;
+	ssk->cm_id = NULL;
+	release_sock(sk);
+	if (id)
+		sdp_free_rdma(sk, id);
+	mutex_unlock(&ssk->res_lock);
+	if (id) {
+		rdma_destroy_id(id);
+		sock_put(sk); /* the id's reference */
+	}
+	ssk->bound = false;
+}
+
+void sdp_schedule_destroy(struct sock *sk)
+{
+	sock_hold(sk);
+	if (!queue_work(sdp_wq, &sdp_sk(sk)->destroy_work))
+		sock_put(sk);
+}
+
+void sdp_destroy_work(struct work_struct *work)
+{
+	struct sdp_sock *ssk = container_of(work, struct sdp_sock, destroy_work);
+	struct sock *sk = &ssk->sk;
+
+	lock_sock(sk);
+	if (sk->sk_state != TCP_CLOSE)
+		sdp_abort(sk);
+	release_sock(sk);
+	sdp_destroy_resources(sk);
+	/* A connection never accepted: nobody else holds it. */
+	if (sdp_child_unlink(sk))
+		sock_put(sk);
+	sock_put(sk);
+}
+
+static void sdp_wc_error(struct sock *sk, struct ib_wc *wc)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	ssk->qp_error = true;
+	if (wc->status == IB_WC_WR_FLUSH_ERR)
+		return; /* the QP went down: the CM event says why */
+	pr_debug("completion error %s\n", ib_wc_status_msg(wc->status));
+	if (sk->sk_state == TCP_CLOSE)
+		return;
+	if (wc->status == IB_WC_RETRY_EXC_ERR ||
+	    wc->status == IB_WC_RNR_RETRY_EXC_ERR) {
+		SDP_INC(SDP_CNT_ERR_TIMEOUT);
+		sdp_set_error(sk, ETIMEDOUT);
+	} else {
+		SDP_INC(SDP_CNT_ERR_TRANSPORT);
+		sdp_set_error(sk, ECONNRESET);
+	}
+	if (ssk->cm_id && !ssk->disconnect_sent) {
+		ssk->disconnect_sent = true;
+		rdma_disconnect(ssk->cm_id);
+	}
+}
+
+void sdp_cq_work(struct work_struct *work)
+{
+	struct sdp_sock *ssk = container_of(work, struct sdp_sock, cq_work);
+	struct sock *sk = &ssk->sk;
+	struct ib_wc wc[SDP_CQ_BATCH];
+	int n, i, total = 0;
+
+	lock_sock(sk);
+	if (!ssk->res_ready)
+		goto out;
+	for (;;) {
+		n = ib_poll_cq(ssk->cq, SDP_CQ_BATCH, wc);
+		if (n <= 0) {
+			if (ib_req_notify_cq(ssk->cq, IB_CQ_NEXT_COMP |
+					     IB_CQ_REPORT_MISSED_EVENTS) > 0)
+				continue;
+			break;
+		}
+		for (i = 0; i < n; i++) {
+			if (wc[i].status != IB_WC_SUCCESS)
+				sdp_wc_error(sk, &wc[i]);
+			switch (SDP_WR_RING(wc[i].wr_id)) {
+			case SDP_WR_RX:
+				sdp_rx_complete(sk, &wc[i]);
+				break;
+			case SDP_WR_TX:
+			case SDP_WR_CTL:
+				sdp_tx_complete(sk, &wc[i]);
+				break;
+			}
+		}
+		total += n;
+		if (total >= SDP_CQ_BUDGET) {
+			/* Let the user side in; come back for the rest. */
+			queue_work(sdp_wq, &ssk->cq_work);
+			break;
+		}
+	}
+	if (ssk->res_ready && !ssk->qp_error) {
+		sdp_post_recvs(sk);
+		sdp_push(sk, 0);
+	}
+	sdp_maybe_disconnect(sk);
+out:
+	release_sock(sk);
+}

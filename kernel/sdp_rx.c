@@ -1,0 +1,333 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Receive path.  The receive ring's buffers are posted to the QP; a
+ * completion hands a message to the core, which validates it and says what
+ * it is.  Data stays in its ring buffer until recvmsg() copies it out; then
+ * the buffer is posted again.  So the buffers the peer may fill (its
+ * credits) are exactly the ones the reader has freed: flow control is the
+ * ring itself.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/signal.h>
+#include <linux/uio.h>
+
+#include "sdp.h"
+#include "sdp_wire.h"
+
+u32 sdp_rx_posted(struct sdp_sock *ssk)
+{
+	return ssk->rx.post - ssk->rx.done;
+}
+
+/* Post every free receive buffer. */
+int sdp_post_recvs(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct sdp_ring *rx = &ssk->rx;
+	struct ib_device *dev = ssk->pd->device;
+
+	while (rx->post - rx->read < rx->count) {
+		struct sdp_buf *b = sdp_ring_buf(rx, rx->post);
+		struct ib_sge sge = {
+			.addr = b->dma,
+			.length = ssk->buf_size,
+			.lkey = ssk->pd->local_dma_lkey,
+		};
+		struct ib_recv_wr wr = {
+			.wr_id = SDP_WR_ID(SDP_WR_RX, rx->post),
+			.sg_list = &sge,
+			.num_sge = 1,
+		};
+		int err;
+
+		ib_dma_sync_single_for_device(dev, b->dma, ssk->buf_size,
+					      DMA_FROM_DEVICE);
+		b->off = 0;
+		b->end = 0;
+		err = ib_post_recv(ssk->qp, &wr, NULL);
+		if (err) {
+			pr_warn_ratelimited("ib_post_recv failed: %d\n", err);
+			return err;
+		}
+		rx->post++;
+	}
+	return 0;
+}
+
+/* Free consumed buffers at the head of the unread part of the ring. */
+static void sdp_rx_release_read(struct sdp_sock *ssk)
+{
+	struct sdp_ring *rx = &ssk->rx;
+
+	while (rx->read != rx->done) {
+		struct sdp_buf *b = sdp_ring_buf(rx, rx->read);
+
+		if (b->off != b->end)
+			break;
+		rx->read++;
+	}
+}
+
+static void sdp_rx_urgent(struct sock *sk, struct sdp_buf *b)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	u32 inband = b->end - b->off;
+
+	ssk->urg_byte = ((u8 *)b->data)[b->end - 1];
+	/* Position of the urgent byte in the in-band stream; out of line it
+	 * is taken out of the stream, as TCP does without SO_OOBINLINE.
+	 */
+	ssk->urg_seq = ssk->rcv_nxt + inband - 1;
+	if (!sock_flag(sk, SOCK_URGINLINE))
+		b->end--;
+	WRITE_ONCE(ssk->urg_state, SDP_URG_VALID);
+	sk_send_sigurg(sk);
+}
+
+void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct sdp_ring *rx = &ssk->rx;
+	struct sdp_buf *b;
+	struct sdp_core_rx msg;
+	int err;
+
+	if ((u32)wc->wr_id != rx->done) {
+		pr_warn_ratelimited("receive completion out of order\n");
+		ssk->qp_error = true;
+		return;
+	}
+	b = sdp_ring_buf(rx, rx->done);
+	rx->done++;
+	b->off = 0;
+	b->end = 0;
+	if (wc->status != IB_WC_SUCCESS)
+		goto consumed;
+
+	ib_dma_sync_single_for_cpu(ssk->pd->device, b->dma, ssk->buf_size,
+				   DMA_FROM_DEVICE);
+	err = sdp_core_on_recv(&ssk->core, b->data, wc->byte_len, &msg);
+	if (err) {
+		pr_warn_ratelimited("protocol error from peer: %s; resetting the connection\n",
+				    sdp_core_err_name(err));
+		SDP_INC(SDP_CNT_ERR_PROTOCOL);
+		sdp_abort(sk);
+		sdp_set_error(sk, ECONNRESET);
+		goto consumed;
+	}
+	SDP_INC_RX_MID(msg.mid);
+	ssk->last_rx_jiffies = jiffies;
+	ssk->keepalive_probes = 0;
+
+	switch (msg.kind) {
+	case SDP_RX_DATA:
+		if (!msg.payload_len)
+			break; /* a credit update */
+		if (sock_flag(sk, SOCK_DEAD)) {
+			/* Data for a closed socket: TCP answers with a reset. */
+			sdp_abort(sk);
+			break;
+		}
+		b->off = msg.payload_off;
+		b->end = msg.payload_off + msg.payload_len;
+		if (msg.urgent)
+			sdp_rx_urgent(sk, b);
+		WRITE_ONCE(ssk->rcv_nxt, ssk->rcv_nxt + (b->end - b->off));
+		SDP_ADD(SDP_CNT_RX_BYTES, msg.payload_len);
+		sk->sk_data_ready(sk);
+		break;
+	case SDP_RX_DISCONN:
+		WRITE_ONCE(sk->sk_shutdown, sk->sk_shutdown | RCV_SHUTDOWN);
+		if (sk->sk_state == TCP_ESTABLISHED)
+			sdp_set_state(sk, TCP_CLOSE_WAIT);
+		else if (sk->sk_state == TCP_FIN_WAIT1 ||
+			 sk->sk_state == TCP_FIN_WAIT2)
+			sdp_set_state(sk, TCP_TIME_WAIT);
+		sk->sk_state_change(sk);
+		sk->sk_data_ready(sk);
+		sdp_maybe_disconnect(sk);
+		break;
+	case SDP_RX_ABORT:
+		SDP_INC(SDP_CNT_ERR_RESET);
+		sdp_set_error(sk, sk->sk_state == TCP_CLOSE_WAIT ? EPIPE :
+						   ECONNRESET);
+		if (ssk->cm_id && !ssk->disconnect_sent) {
+			ssk->disconnect_sent = true;
+			rdma_disconnect(ssk->cm_id);
+		}
+		break;
+	}
+consumed:
+	sdp_rx_release_read(ssk);
+}
+
+/* ---- recvmsg -------------------------------------------------------------- */
+
+static int sdp_recv_urg(struct sock *sk, struct msghdr *msg, int flags)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	if (sock_flag(sk, SOCK_URGINLINE) || ssk->urg_state == SDP_URG_NONE ||
+	    ssk->urg_state == SDP_URG_READ)
+		return -EINVAL;
+	if (ssk->urg_state == SDP_URG_VALID) {
+		if (!(flags & MSG_PEEK))
+			WRITE_ONCE(ssk->urg_state, SDP_URG_READ);
+		msg->msg_flags |= MSG_OOB;
+		if (msg_data_left(msg)) {
+			if (copy_to_iter(&ssk->urg_byte, 1, &msg->msg_iter) != 1)
+				return -EFAULT;
+			return 1;
+		}
+		msg->msg_flags |= MSG_TRUNC;
+		return 0;
+	}
+	return -EAGAIN;
+}
+
+/* Tell the peer about re-posted buffers when the core says it is time. */
+static void sdp_rx_refill(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	if (!ssk->res_ready || ssk->qp_error)
+		return;
+	sdp_post_recvs(sk);
+	sdp_push(sk, 0);
+}
+
+int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
+{
+	struct sock *sk = sock->sk;
+	struct sdp_sock *ssk = sdp_sk(sk);
+	bool peek = flags & MSG_PEEK;
+	u32 cursor, cursor_off = 0;
+	u64 seq, peek_seq;
+	size_t copied = 0;
+	int target, err = 0;
+	long timeo;
+
+	if (flags & MSG_ERRQUEUE)
+		return -EAGAIN;
+
+	lock_sock(sk);
+	if (sk->sk_state == TCP_LISTEN) {
+		err = -ENOTCONN;
+		goto out;
+	}
+	if (flags & MSG_OOB) {
+		err = sdp_recv_urg(sk, msg, flags);
+		goto out;
+	}
+	timeo = sock_rcvtimeo(sk, flags & MSG_DONTWAIT);
+	target = sock_rcvlowat(sk, flags & MSG_WAITALL, len);
+	peek_seq = ssk->copied_seq;
+	cursor = ssk->rx.read;
+
+	while (copied < len) {
+		struct sdp_buf *b = NULL;
+		u32 avail, n;
+
+		seq = peek ? peek_seq : ssk->copied_seq;
+		/* Stop at the urgent mark, like TCP: it starts a new read. */
+		if (copied && ssk->urg_state != SDP_URG_NONE &&
+		    ssk->urg_seq == seq)
+			break;
+
+		/* Find the next unread byte. */
+		if (!peek) {
+			cursor = ssk->rx.read;
+			cursor_off = 0;
+		} else if ((s32)(cursor - ssk->rx.read) < 0) {
+			break; /* another reader consumed what we peeked at */
+		}
+		while (cursor != ssk->rx.done) {
+			struct sdp_buf *c = sdp_ring_buf(&ssk->rx, cursor);
+
+			if (c->off + cursor_off < c->end) {
+				b = c;
+				break;
+			}
+			cursor++;
+			cursor_off = 0;
+		}
+		if (b) {
+			avail = b->end - b->off - cursor_off;
+			n = min_t(size_t, avail, len - copied);
+			if (ssk->urg_state != SDP_URG_NONE && seq < ssk->urg_seq)
+				n = min_t(u64, n, ssk->urg_seq - seq);
+			if (copy_to_iter((u8 *)b->data + b->off + cursor_off, n,
+					 &msg->msg_iter) != n) {
+				err = -EFAULT;
+				break;
+			}
+			copied += n;
+			if (peek) {
+				cursor_off += n;
+				peek_seq += n;
+			} else {
+				b->off += n;
+				WRITE_ONCE(ssk->copied_seq, ssk->copied_seq + n);
+				sdp_rx_release_read(ssk);
+			}
+			/* Past the mark: the urgent byte is history. */
+			if (ssk->urg_state != SDP_URG_NONE &&
+			    ssk->copied_seq > ssk->urg_seq)
+				WRITE_ONCE(ssk->urg_state, SDP_URG_NONE);
+			continue;
+		}
+
+		if (copied >= target)
+			break;
+		if (copied) {
+			if (sk->sk_err || sk->sk_state == TCP_CLOSE ||
+			    (sk->sk_shutdown & RCV_SHUTDOWN) || !timeo ||
+			    signal_pending(current))
+				break;
+		} else {
+			if (sock_flag(sk, SOCK_DONE) &&
+			    !(sk->sk_err))
+				break;
+			if (sk->sk_err) {
+				err = sock_error(sk);
+				break;
+			}
+			if (sk->sk_shutdown & RCV_SHUTDOWN)
+				break;
+			if (sk->sk_state == TCP_CLOSE) {
+				err = -ENOTCONN;
+				break;
+			}
+			if (!timeo) {
+				err = -EAGAIN;
+				break;
+			}
+			if (signal_pending(current)) {
+				err = sock_intr_errno(timeo);
+				break;
+			}
+		}
+		/* Give the peer the buffers freed so far before sleeping. */
+		sdp_rx_refill(sk);
+		{
+			DEFINE_WAIT_FUNC(wait, woken_wake_function);
+
+			add_wait_queue(sk_sleep(sk), &wait);
+			sk_wait_event(sk, &timeo,
+				      READ_ONCE(ssk->rcv_nxt) !=
+					      (peek ? peek_seq : ssk->copied_seq) ||
+				      READ_ONCE(sk->sk_err) ||
+				      (READ_ONCE(sk->sk_shutdown) & RCV_SHUTDOWN) ||
+				      READ_ONCE(sk->sk_state) == TCP_CLOSE ||
+				      (ssk->urg_state == SDP_URG_VALID && !copied),
+				      &wait);
+			remove_wait_queue(sk_sleep(sk), &wait);
+		}
+	}
+	if (!peek && copied)
+		sdp_rx_refill(sk);
+out:
+	release_sock(sk);
+	return copied ? (int)copied : err;
+}

@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Tunables under /proc/sys/net/sdp.  They apply to connections set up after
+ * the change; live connections keep the rings they were built with.
+ */
+#include <linux/sysctl.h>
+#include <linux/version.h>
+
+#include "sdp.h"
+#include "sdp_wire.h"
+
+int sysctl_sdp_buf_size = 16384;
+int sysctl_sdp_ring_min = 4;
+int sysctl_sdp_ring_max = 256;
+int sysctl_sdp_inline_thresh = 256;
+int sysctl_sdp_fin_timeout_ms = 30000;
+int sysctl_sdp_connect_timeout_ms = 5000;
+
+static int sdp_buf_min = 1024;
+static int sdp_buf_max = 262144;
+static int sdp_ring_lo = 4; /* two credits are kept for control messages */
+static int sdp_ring_hi = 4096;
+static int sdp_zero;
+static int sdp_inline_max = 1024;
+static int sdp_ms_min = 100;
+static int sdp_ms_max = 600000;
+
+static struct ctl_table sdp_sysctl_table[] = {
+	{
+		.procname = "buf_size",
+		.data = &sysctl_sdp_buf_size,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_buf_min,
+		.extra2 = &sdp_buf_max,
+	},
+	{
+		.procname = "ring_min",
+		.data = &sysctl_sdp_ring_min,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_ring_lo,
+		.extra2 = &sdp_ring_hi,
+	},
+	{
+		.procname = "ring_max",
+		.data = &sysctl_sdp_ring_max,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_ring_lo,
+		.extra2 = &sdp_ring_hi,
+	},
+	{
+		.procname = "inline_thresh",
+		.data = &sysctl_sdp_inline_thresh,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_zero,
+		.extra2 = &sdp_inline_max,
+	},
+	{
+		.procname = "fin_timeout_ms",
+		.data = &sysctl_sdp_fin_timeout_ms,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_ms_min,
+		.extra2 = &sdp_ms_max,
+	},
+	{
+		.procname = "connect_timeout_ms",
+		.data = &sysctl_sdp_connect_timeout_ms,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_ms_min,
+		.extra2 = &sdp_ms_max,
+	},
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 6, 0)
+	{}
+#endif
+};
+
+static struct ctl_table_header *sdp_sysctl_header;
+
+int sdp_sysctl_init(void)
+{
+	sdp_sysctl_header = register_sysctl("net/sdp", sdp_sysctl_table);
+	return sdp_sysctl_header ? 0 : -ENOMEM;
+}
+
+void sdp_sysctl_exit(void)
+{
+	unregister_sysctl_table(sdp_sysctl_header);
+}

@@ -1,0 +1,363 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Transmit path.  sendmsg() copies user bytes straight into registered send
+ * buffers (segments of at most the peer's receive size); the core decides
+ * when a queued segment may go (credits, Nagle, cork) and stamps its header.
+ * A send buffer returns to the free part of its ring only when its SEND
+ * completes.  Control messages (DisConn, AbortConn, credit updates,
+ * keepalive probes) use their own small ring so that data waiting for
+ * credits never blocks them.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/sched/signal.h>
+#include <linux/uio.h>
+
+#include "sdp.h"
+#include "sdp_wire.h"
+
+static int sdp_post_send(struct sdp_sock *ssk, struct sdp_ring *r,
+			 enum sdp_wr_ring ring, u32 n, u32 len)
+{
+	struct sdp_buf *b = sdp_ring_buf(r, n);
+	struct ib_sge sge = {
+		.addr = b->dma,
+		.length = len,
+		.lkey = ssk->pd->local_dma_lkey,
+	};
+	struct ib_send_wr wr = {
+		.wr_id = SDP_WR_ID(ring, n),
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = IB_WR_SEND,
+		.send_flags = IB_SEND_SIGNALED,
+	};
+	int err;
+
+	if (len <= ssk->max_inline) {
+		wr.send_flags |= IB_SEND_INLINE;
+		SDP_INC(SDP_CNT_TX_INLINE);
+	} else {
+		ib_dma_sync_single_for_device(ssk->pd->device, b->dma, len,
+					      DMA_TO_DEVICE);
+	}
+	err = ib_post_send(ssk->qp, &wr, NULL);
+	if (err)
+		pr_warn_ratelimited("ib_post_send failed: %d\n", err);
+	return err;
+}
+
+static u16 sdp_posted(struct sdp_sock *ssk)
+{
+	return (u16)min_t(u32, sdp_rx_posted(ssk), U16_MAX);
+}
+
+int sdp_send_control(struct sock *sk, unsigned int mid)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct sdp_ring *ctl = &ssk->ctl;
+	struct sdp_buf *b;
+	int len;
+
+	if (!ssk->res_ready || ssk->qp_error)
+		return -ENOTCONN;
+	if (ctl->post - ctl->done >= ctl->count)
+		return -EAGAIN;
+	b = sdp_ring_buf(ctl, ctl->post);
+	len = sdp_core_tx_build(&ssk->core, b->data, mid, 0, 0,
+				sdp_posted(ssk));
+	if (len < 0)
+		return -EAGAIN;
+	b->mid = (u8)mid;
+	b->end = len;
+	if (sdp_post_send(ssk, ctl, SDP_WR_CTL, ctl->post, len))
+		return -EIO;
+	ctl->post++;
+	SDP_INC_TX_MID(mid);
+	if (mid == SDP_MID_DATA)
+		SDP_INC(SDP_CNT_CREDIT_UPDATES);
+	return 0;
+}
+
+static unsigned int sdp_tx_opts(struct sdp_sock *ssk)
+{
+	return (ssk->nodelay ? SDP_TXO_NODELAY : 0) |
+	       (ssk->cork ? SDP_TXO_CORK : 0);
+}
+
+/* Post the queued segments the core allows, then any control message due. */
+void sdp_push(struct sock *sk, unsigned int extra_opts)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct sdp_ring *tx = &ssk->tx;
+	unsigned int opts = sdp_tx_opts(ssk) | extra_opts;
+	int mid;
+
+	if (!ssk->res_ready || ssk->qp_error || !ssk->established_once)
+		return;
+	while (tx->post != tx->tail) {
+		struct sdp_buf *b = sdp_ring_buf(tx, tx->post);
+		u32 payload = b->end - SDP_BSDH_SIZE;
+		bool full = payload >= ssk->seg_max || b->urgent ||
+			    tx->post + 1 != tx->tail;
+		int hdr;
+
+		switch (sdp_core_tx_decide(&ssk->core, payload, full, opts)) {
+		case SDP_TX_POST:
+			break;
+		case SDP_TX_HOLD:
+			SDP_INC(SDP_CNT_NAGLE_HOLDS);
+			goto control;
+		case SDP_TX_NO_CREDIT:
+			SDP_INC(SDP_CNT_CREDIT_STALLS);
+			goto control;
+		default:
+			goto control;
+		}
+		hdr = sdp_core_tx_build(&ssk->core, b->data, SDP_MID_DATA,
+					payload,
+					b->urgent ? SDP_FLAG_OOB_PRES : 0,
+					sdp_posted(ssk));
+		if (hdr < 0)
+			break;
+		b->mid = SDP_MID_DATA;
+		if (sdp_post_send(ssk, tx, SDP_WR_TX, tx->post, b->end)) {
+			ssk->qp_error = true;
+			return;
+		}
+		tx->post++;
+		SDP_INC_TX_MID(SDP_MID_DATA);
+		SDP_ADD(SDP_CNT_TX_BYTES, payload);
+	}
+control:
+	mid = sdp_core_control_due(&ssk->core, tx->tail - tx->post,
+				   sdp_posted(ssk));
+	if (mid)
+		sdp_send_control(sk, mid);
+}
+
+void sdp_tx_complete(struct sock *sk, struct ib_wc *wc)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	bool ctl = SDP_WR_RING(wc->wr_id) == SDP_WR_CTL;
+	struct sdp_ring *r = ctl ? &ssk->ctl : &ssk->tx;
+	struct sdp_buf *b;
+
+	if ((u32)wc->wr_id != r->done) {
+		pr_warn_ratelimited("send completion out of order\n");
+		ssk->qp_error = true;
+		return;
+	}
+	b = sdp_ring_buf(r, r->done);
+	r->done++;
+	sdp_core_tx_done(&ssk->core, b->mid);
+	if (wc->status == IB_WC_SUCCESS) {
+		/* The peer's HCA acknowledged: it is alive. */
+		ssk->keepalive_probes = 0;
+		ssk->last_rx_jiffies = jiffies;
+	}
+	if (!ctl) {
+		WRITE_ONCE(ssk->snd_acked,
+			   ssk->snd_acked + b->end - SDP_BSDH_SIZE);
+		sdp_write_space(sk);
+		return;
+	}
+	if (b->mid == SDP_MID_DISCONN && sk->sk_state == TCP_FIN_WAIT1) {
+		sdp_set_state(sk, TCP_FIN_WAIT2);
+		sk->sk_state_change(sk);
+	}
+	sdp_maybe_disconnect(sk);
+}
+
+/* ---- sendmsg -------------------------------------------------------------- */
+
+/* The queued segment new bytes can join, or a fresh one; NULL if none. */
+static struct sdp_buf *sdp_tx_segment(struct sdp_sock *ssk)
+{
+	struct sdp_ring *tx = &ssk->tx;
+	struct sdp_buf *b;
+
+	if (tx->tail != tx->post) {
+		b = sdp_ring_buf(tx, tx->tail - 1);
+		if (!b->urgent && b->end - SDP_BSDH_SIZE < ssk->seg_max)
+			return b;
+	}
+	if (tx->tail - tx->done >= tx->count)
+		return NULL;
+	b = sdp_ring_buf(tx, tx->tail);
+	b->end = SDP_BSDH_SIZE;
+	b->urgent = 0;
+	tx->tail++;
+	return b;
+}
+
+static bool sdp_tx_room(struct sdp_sock *ssk)
+{
+	return ssk->tx.tail - ssk->tx.done < ssk->tx.count;
+}
+
+static int sdp_wait_connected(struct sock *sk, long *timeo)
+{
+	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+
+	while ((1 << sk->sk_state) & (TCPF_SYN_SENT | TCPF_SYN_RECV)) {
+		if (sk->sk_err)
+			return sock_error(sk);
+		if (!*timeo)
+			return -EAGAIN;
+		if (signal_pending(current))
+			return sock_intr_errno(*timeo);
+		add_wait_queue(sk_sleep(sk), &wait);
+		sk_wait_event(sk, timeo,
+			      !((1 << sk->sk_state) &
+				(TCPF_SYN_SENT | TCPF_SYN_RECV)), &wait);
+		remove_wait_queue(sk_sleep(sk), &wait);
+	}
+	return 0;
+}
+
+int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
+{
+	struct sock *sk = sock->sk;
+	struct sdp_sock *ssk = sdp_sk(sk);
+	int flags = msg->msg_flags;
+	size_t copied = 0;
+	long timeo;
+	int err = 0;
+
+	lock_sock(sk);
+	timeo = sock_sndtimeo(sk, flags & MSG_DONTWAIT);
+	if (!((1 << sk->sk_state) & (TCPF_ESTABLISHED | TCPF_CLOSE_WAIT))) {
+		err = sdp_wait_connected(sk, &timeo);
+		if (err)
+			goto do_error;
+		if (!((1 << sk->sk_state) & (TCPF_ESTABLISHED | TCPF_CLOSE_WAIT))) {
+			err = -EPIPE;
+			goto do_error;
+		}
+	}
+
+	while (msg_data_left(msg)) {
+		struct sdp_buf *b;
+		size_t n;
+
+		if (sk->sk_err || (sk->sk_shutdown & SEND_SHUTDOWN) ||
+		    ssk->qp_error) {
+			err = -EPIPE;
+			goto do_error;
+		}
+		b = sdp_tx_segment(ssk);
+		if (!b) {
+			DEFINE_WAIT_FUNC(wait, woken_wake_function);
+
+			/* Ring full: get queued segments moving, then wait
+			 * for a send completion to free a buffer.
+			 */
+			sdp_push(sk, 0);
+			set_bit(SOCK_NOSPACE, &sk->sk_socket->flags);
+			if (!timeo) {
+				err = -EAGAIN;
+				goto do_error;
+			}
+			if (signal_pending(current)) {
+				err = sock_intr_errno(timeo);
+				goto do_error;
+			}
+			add_wait_queue(sk_sleep(sk), &wait);
+			sk_wait_event(sk, &timeo,
+				      sdp_tx_room(ssk) || READ_ONCE(sk->sk_err) ||
+				      (READ_ONCE(sk->sk_shutdown) & SEND_SHUTDOWN) ||
+				      READ_ONCE(ssk->qp_error), &wait);
+			remove_wait_queue(sk_sleep(sk), &wait);
+			continue;
+		}
+		n = min_t(size_t, msg_data_left(msg),
+			  ssk->seg_max - (b->end - SDP_BSDH_SIZE));
+		if (copy_from_iter((u8 *)b->data + b->end, n, &msg->msg_iter) != n) {
+			/* A fresh segment left empty goes back to the ring. */
+			if (b->end == SDP_BSDH_SIZE)
+				ssk->tx.tail--;
+			err = -EFAULT;
+			goto do_error;
+		}
+		b->end += n;
+		copied += n;
+		WRITE_ONCE(ssk->snd_queued, ssk->snd_queued + n);
+		if ((flags & MSG_OOB) && !msg_data_left(msg))
+			b->urgent = 1;
+		if (b->end - SDP_BSDH_SIZE >= ssk->seg_max)
+			sdp_push(sk, 0);
+	}
+	sdp_push(sk, (flags & MSG_MORE) ? SDP_TXO_CORK : 0);
+	release_sock(sk);
+	return copied;
+
+do_error:
+	if (copied) {
+		sdp_push(sk, (flags & MSG_MORE) ? SDP_TXO_CORK : 0);
+		release_sock(sk);
+		return copied;
+	}
+	if (err == -EPIPE)
+		err = sock_error(sk) ?: -EPIPE;
+	if (err == -EPIPE && !(flags & MSG_NOSIGNAL))
+		send_sig(SIGPIPE, current, 0);
+	release_sock(sk);
+	return err;
+}
+
+/* ---- keepalive ---------------------------------------------------------- */
+
+/*
+ * SO_KEEPALIVE: after keepidle seconds without traffic, send a probe (a
+ * zero-payload credit update) every keepintvl seconds.  The peer's HCA
+ * acknowledges it if the peer is alive; keepcnt probes without an
+ * acknowledgement, or a probe the transport gives up on, end the
+ * connection with ETIMEDOUT as TCP does.
+ */
+void sdp_reset_keepalive(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sock_hold(sk);
+	if (mod_delayed_work(sdp_wq, &ssk->keepalive_work,
+			     (unsigned long)ssk->keepidle * HZ))
+		sock_put(sk); /* it was pending and held a reference */
+}
+
+void sdp_keepalive_work(struct work_struct *work)
+{
+	struct sdp_sock *ssk = container_of(to_delayed_work(work),
+					    struct sdp_sock, keepalive_work);
+	struct sock *sk = &ssk->sk;
+	unsigned long idle, next;
+
+	lock_sock(sk);
+	if (!sock_flag(sk, SOCK_KEEPOPEN) || !sdp_established(sk) ||
+	    ssk->qp_error || !ssk->res_ready)
+		goto out;
+	idle = jiffies - ssk->last_rx_jiffies;
+	if (idle < (unsigned long)ssk->keepidle * HZ && !ssk->keepalive_probes) {
+		next = (unsigned long)ssk->keepidle * HZ - idle;
+	} else if (ssk->keepalive_probes >= ssk->keepcnt) {
+		SDP_INC(SDP_CNT_ERR_TIMEOUT);
+		sdp_set_error(sk, ETIMEDOUT);
+		if (ssk->cm_id && !ssk->disconnect_sent) {
+			ssk->disconnect_sent = true;
+			rdma_disconnect(ssk->cm_id);
+		}
+		goto out;
+	} else {
+		if (sdp_send_control(sk, SDP_MID_DATA) == 0) {
+			SDP_INC(SDP_CNT_KEEPALIVE_PROBES);
+			ssk->keepalive_probes++;
+		}
+		next = (unsigned long)ssk->keepintvl * HZ;
+	}
+	sock_hold(sk);
+	if (!queue_delayed_work(sdp_wq, &ssk->keepalive_work, next))
+		sock_put(sk);
+out:
+	release_sock(sk);
+	sock_put(sk);
+}
