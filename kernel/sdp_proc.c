@@ -59,7 +59,7 @@ static int sdp_fmt_addr(char *buf, size_t len, const struct sockaddr_storage *a)
 
 static int sdp_sockets_show(struct seq_file *seq, void *v)
 {
-	struct net *net = seq_file_net(seq);
+	struct net *net = seq_file_single_net(seq);
 	struct sdp_sock *ssk;
 	char local[64], remote[64];
 	int sl = 0;

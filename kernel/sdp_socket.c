@@ -95,7 +95,6 @@ struct sock *sdp_sk_alloc(struct net *net, int kern)
 	ssk->keepidle = SDP_KEEPIDLE_DEFAULT;
 	ssk->keepintvl = SDP_KEEPINTVL_DEFAULT;
 	ssk->keepcnt = SDP_KEEPCNT_DEFAULT;
-	sk->sk_destruct = sdp_sk_destruct;
 	sk->sk_protocol = IPPROTO_TCP;
 	sk->sk_state = TCP_CLOSE;
 	sdp_sock_list_add(sk);
@@ -105,6 +104,8 @@ struct sock *sdp_sk_alloc(struct net *net, int kern)
 static void sdp_sk_init_data(struct socket *sock, struct sock *sk)
 {
 	sock_init_data(sock, sk);
+	/* After sock_init_data(), which installs the default destructor. */
+	sk->sk_destruct = sdp_sk_destruct;
 	sk->sk_write_space = sdp_write_space;
 	sk->sk_sndbuf = READ_ONCE(sock_net(sk)->ipv4.sysctl_tcp_wmem[1]);
 	sk->sk_rcvbuf = READ_ONCE(sock_net(sk)->ipv4.sysctl_tcp_rmem[1]);

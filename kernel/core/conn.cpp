@@ -23,6 +23,27 @@ int decode_error_to_core(wire::DecodeError err)
     }
 }
 
+// Whether re-posted receive buffers are worth a zero-payload Data message.
+// Stricter than CreditLedger::credit_update_due(): every message, an update
+// too, consumes one of the peer's buffers, so an update answered because it
+// left us at the reserve is answered in turn, for ever, as soon as both
+// sides have few buffers posted (3 with buffers waiting to be read, or a
+// 3-buffer ring).  Here an update goes only if the peer has no credit at all
+// (it could not even send a control message), or if it lets the peer send
+// data and either announces many buffers or the peer is below the reserve:
+// a single update never leaves its receiver in that state.  A sender blocked
+// exactly at the reserve asks for credits itself (control_due()).
+bool credit_update_needed(const CreditLedger& credits, u32 posted)
+{
+    constexpr u32 kReserve = CreditLedger::kControlReserve;
+    const u32 remote = credits.remote_credits();
+    if (posted <= remote)
+        return false;
+    if (remote == 0)
+        return true;
+    return posted > kReserve && (remote * 3 < posted * 2 || remote < kReserve);
+}
+
 } // namespace
 
 void Connection::init(u32 rx_buf_size, u32 tx_buf_size)
@@ -150,7 +171,9 @@ int Connection::tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags, u16 poste
     msg.payload_len = payload_len;
     switch (msg.bsdh.mid) {
     case wire::Mid::kData:
-        if (state_ & SDP_CS_DISCONN_SENT)
+        // After our DisConn no more data, but still credit updates: the
+        // peer may go on sending and must hear of re-posted buffers.
+        if ((state_ & SDP_CS_DISCONN_SENT) && payload_len)
             return -SDP_CORE_ESTATE;
         if (payload_len > seg_max())
             return -SDP_CORE_ETOOBIG;
@@ -179,7 +202,9 @@ int Connection::tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags, u16 poste
     usize written = 0;
     if (wire::encode_header(msg, hdr, kBsdh, &written) != wire::EncodeError::kNone)
         return -SDP_CORE_ENOROOM;
-    if (msg.bsdh.mid == wire::Mid::kData && payload_len)
+    // Every Data SEND, credit updates included: tx_done() gets only the mid
+    // and cannot tell an update's completion from a data segment's.
+    if (msg.bsdh.mid == wire::Mid::kData)
         data_in_flight_++;
     else if (msg.bsdh.mid == wire::Mid::kDisConn)
         state_ |= SDP_CS_DISCONN_SENT;
@@ -202,10 +227,15 @@ int Connection::control_due(u32 tx_queued, u16 posted_rx) const
         return 0;
     if ((state_ & SDP_CS_SHUT_REQUESTED) && !(state_ & SDP_CS_DISCONN_SENT) && tx_queued == 0)
         return SDP_MID_DISCONN;
-    // Queued data carries the credit update itself when it can go.
-    if (tx_queued && credits_.may_send_data())
-        return 0;
-    if (credits_.credit_update_due(posted_rx))
+    // Queued data does not stand in for the update: the host asks after
+    // posting what may go, so data still queued here is held (Nagle, cork)
+    // or blocked, and a corked sender must still release a blocked peer.
+    if (credit_update_needed(credits_, posted_rx))
+        return SDP_MID_DATA;
+    // Our data is blocked at the reserve.  The peer may not know we need
+    // credits (we were the last to send), so tell it once: the update takes
+    // us below the reserve, which the peer answers as soon as it has buffers.
+    if (tx_queued && credits_.tx_credits() == CreditLedger::kControlReserve)
         return SDP_MID_DATA;
     return 0;
 }

@@ -48,7 +48,7 @@ class Connection {
     u32 rx_buf_size_ = 0;
     u32 tx_buf_size_ = 0;
     u32 peer_rcv_size_ = 0;
-    u32 data_in_flight_ = 0; // posted Data SENDs not yet completed
+    u32 data_in_flight_ = 0; // posted Data SENDs (updates too) not yet completed
     u32 state_ = 0;          // SDP_CS_*
     // Passive side: the peer's Hello until our HelloAck goes out.
     wire::Bsdh peer_hello_{};

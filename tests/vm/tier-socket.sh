@@ -47,6 +47,15 @@ if scripts/vm/rxe-setup.sh; then
 	fi
 else
 	echo "[  FAILED  ] soft-RoCE: rxe-setup failed" >&2
-	status=1
+	exit 1
+fi
+
+# SDP over Soft-RoCE: /proc, counters, coalescing, device and module
+# lifecycle, then the TCP-differential conformance suite.
+grep -q '^sdp ' /proc/modules || insmod "$SDP_MODULE"
+"$build/host/sdp_vm_rdma_tests" --gtest_color=no || status=1
+if [ -n "${SDP_CONFORMANCE:-1}" ]; then
+	"$build/host/tests/vm/conformance/sdp_conformance" --families inet,sdp \
+		${SDP_CONFORMANCE_ARGS:-} || status=1
 fi
 exit $status

@@ -1,0 +1,407 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// sdp.ko over Soft-RoCE: what the conformance suite (TCP differential) does
+// not cover because TCP has no equivalent: /proc/net/sdp and the counters,
+// the cost of small writes in RDMA SENDs, RDMA device removal under live
+// connections, and module unload with connections.
+//
+// Runs as root inside the test VM after scripts/vm/rxe-setup.sh, with sdp.ko
+// loaded (tests/vm/tier-rdma.sh sets SDP_MODULE).
+#include "uapi/sdp.h"
+#include "vm_util.h"
+
+#include <arpa/inet.h>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <map>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sstream>
+#include <string>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace sdp::vmtest {
+namespace {
+
+constexpr const char* kAddrA = "10.77.0.1"; // veth0, rxe0
+constexpr const char* kAddrB = "10.77.0.2"; // veth1, rxe1
+
+int sdp_family()
+{
+    const auto text = read_file(SDP_FAMILY_SYSFS_PATH);
+    return text ? std::atoi(text->c_str()) : AF_INET_SDP;
+}
+
+sockaddr_in make_addr(const char* ip, int port)
+{
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, ip, &a.sin_addr);
+    return a;
+}
+
+// A descriptor closed on scope exit.
+class Fd {
+  public:
+    explicit Fd(int fd = -1) : fd_(fd) {}
+    ~Fd() { reset(); }
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+    Fd(Fd&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+    Fd& operator=(Fd&& other) noexcept
+    {
+        if (this != &other) {
+            reset();
+            fd_ = other.fd_;
+            other.fd_ = -1;
+        }
+        return *this;
+    }
+    int get() const { return fd_; }
+    void reset()
+    {
+        if (fd_ >= 0)
+            close(fd_);
+        fd_ = -1;
+    }
+
+  private:
+    int fd_;
+};
+
+Fd sdp_listener(const char* ip, int port)
+{
+    Fd fd(socket(sdp_family(), SOCK_STREAM, 0));
+    EXPECT_GE(fd.get(), 0) << strerror(errno);
+    const sockaddr_in a = make_addr(ip, port);
+    EXPECT_EQ(bind(fd.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0)
+        << strerror(errno);
+    EXPECT_EQ(listen(fd.get(), 8), 0) << strerror(errno);
+    return fd;
+}
+
+Fd sdp_connect(const char* ip, int port)
+{
+    Fd fd(socket(sdp_family(), SOCK_STREAM, 0));
+    const sockaddr_in a = make_addr(ip, port);
+    if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)) != 0) {
+        ADD_FAILURE() << "connect " << ip << ":" << port << ": " << strerror(errno);
+        return Fd();
+    }
+    return fd;
+}
+
+struct Pair {
+    Fd listener;
+    Fd client;
+    Fd server;
+};
+
+Pair connected_pair(const char* ip, int port)
+{
+    Pair p;
+    p.listener = sdp_listener(ip, port);
+    p.client = sdp_connect(ip, port);
+    p.server = Fd(accept(p.listener.get(), nullptr, nullptr));
+    EXPECT_GE(p.server.get(), 0) << strerror(errno);
+    return p;
+}
+
+std::map<std::string, unsigned long long> counters()
+{
+    std::map<std::string, unsigned long long> out;
+    std::istringstream in(read_file("/proc/net/sdpstats").value_or(""));
+    std::string name;
+    unsigned long long value = 0;
+    while (in >> name >> value)
+        out[name] = value;
+    return out;
+}
+
+unsigned long long counter_delta(const std::map<std::string, unsigned long long>& before,
+                                 const std::string& name)
+{
+    const auto now = counters();
+    const auto b = before.find(name);
+    const auto n = now.find(name);
+    EXPECT_NE(n, now.end()) << name << " missing from /proc/net/sdpstats";
+    if (n == now.end())
+        return 0;
+    return n->second - (b == before.end() ? 0 : b->second);
+}
+
+struct ProcLine {
+    std::string local, remote, state;
+    unsigned long long txq = 0, rxq = 0, uid = 0, inode = 0;
+};
+
+std::vector<ProcLine> proc_sockets()
+{
+    std::vector<ProcLine> out;
+    std::istringstream in(read_file("/proc/net/sdp").value_or(""));
+    std::string line;
+    std::getline(in, line); // header
+    while (std::getline(in, line)) {
+        std::istringstream ls(line);
+        std::string sl;
+        ProcLine p;
+        if (ls >> sl >> p.local >> p.remote >> p.state >> p.txq >> p.rxq >> p.uid >> p.inode)
+            out.push_back(p);
+    }
+    return out;
+}
+
+unsigned long long inode_of(int fd)
+{
+    struct stat st {};
+    fstat(fd, &st);
+    return st.st_ino;
+}
+
+// Poll until pred() holds or the deadline passes.
+template <typename Pred>
+bool eventually(Pred pred, int seconds = 20)
+{
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (std::chrono::steady_clock::now() < end) {
+        if (pred())
+            return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return pred();
+}
+
+bool wait_no_sdp_sockets()
+{
+    return eventually([] { return protocol_sockets_in_use("SDP") == 0; }, 60);
+}
+
+void read_exactly(int fd, size_t n)
+{
+    std::vector<char> buf(65536);
+    size_t got = 0;
+    while (got < n) {
+        const ssize_t r = recv(fd, buf.data(), std::min(buf.size(), n - got), 0);
+        ASSERT_GT(r, 0) << "after " << got << " of " << n << ": " << strerror(errno);
+        got += static_cast<size_t>(r);
+    }
+}
+
+TEST(ProcNetSdp, ListsListenerAndBothEndsWithQueues)
+{
+    Pair p = connected_pair(kAddrA, 7101);
+    ASSERT_GE(p.server.get(), 0);
+    const char msg[100] = {};
+    ASSERT_EQ(send(p.client.get(), msg, sizeof(msg), 0), 100);
+    // The bytes sit unread on the server side: rx_queue shows them.
+    ASSERT_TRUE(eventually([&] {
+        for (const auto& l : proc_sockets())
+            if (l.inode == inode_of(p.server.get()) && l.rxq == 100)
+                return true;
+        return false;
+    })) << read_file("/proc/net/sdp").value_or("");
+
+    sockaddr_in client_addr{};
+    socklen_t len = sizeof(client_addr);
+    getsockname(p.client.get(), reinterpret_cast<sockaddr*>(&client_addr), &len);
+    const std::string client_ep = std::string(kAddrA) + ":" +
+                                  std::to_string(ntohs(client_addr.sin_port));
+    bool saw_listener = false, saw_client = false, saw_server = false;
+    for (const auto& l : proc_sockets()) {
+        if (l.inode == inode_of(p.listener.get())) {
+            saw_listener = true;
+            EXPECT_EQ(l.local, std::string(kAddrA) + ":7101");
+            EXPECT_EQ(l.state, "LISTEN");
+        } else if (l.inode == inode_of(p.client.get())) {
+            saw_client = true;
+            EXPECT_EQ(l.local, client_ep);
+            EXPECT_EQ(l.remote, std::string(kAddrA) + ":7101");
+            EXPECT_EQ(l.state, "ESTABLISHED");
+            EXPECT_EQ(l.uid, 0u);
+        } else if (l.inode == inode_of(p.server.get())) {
+            saw_server = true;
+            EXPECT_EQ(l.local, std::string(kAddrA) + ":7101");
+            EXPECT_EQ(l.remote, client_ep);
+            EXPECT_EQ(l.state, "ESTABLISHED");
+        }
+    }
+    EXPECT_TRUE(saw_listener && saw_client && saw_server) << read_file("/proc/net/sdp").value_or("");
+    // No kernel pointers: every field is an address, a name or a number.
+    EXPECT_EQ(read_file("/proc/net/sdp").value_or("").find("ffff"), std::string::npos);
+}
+
+TEST(ProcNetSdp, ShutdownStatesAreReported)
+{
+    Pair p = connected_pair(kAddrA, 7102);
+    ASSERT_GE(p.server.get(), 0);
+    ASSERT_EQ(shutdown(p.client.get(), SHUT_WR), 0);
+    char c;
+    ASSERT_EQ(recv(p.server.get(), &c, 1, 0), 0); // EOF
+    std::string client_state, server_state;
+    ASSERT_TRUE(eventually([&] {
+        for (const auto& l : proc_sockets()) {
+            if (l.inode == inode_of(p.client.get()))
+                client_state = l.state;
+            if (l.inode == inode_of(p.server.get()))
+                server_state = l.state;
+        }
+        return client_state == "FIN_WAIT2" && server_state == "CLOSE_WAIT";
+    })) << client_state << " / " << server_state;
+}
+
+TEST(Counters, ConnectionsMessagesAndBytesAreCounted)
+{
+    const auto before = counters();
+    {
+        Pair p = connected_pair(kAddrA, 7103);
+        ASSERT_GE(p.server.get(), 0);
+        std::vector<char> buf(200000, 'x');
+        std::thread reader([&] { read_exactly(p.server.get(), buf.size()); });
+        size_t sent = 0;
+        while (sent < buf.size()) {
+            const ssize_t r = send(p.client.get(), buf.data() + sent, buf.size() - sent, 0);
+            ASSERT_GT(r, 0);
+            sent += static_cast<size_t>(r);
+        }
+        reader.join();
+    }
+    EXPECT_EQ(counter_delta(before, "conn_established"), 1u);
+    EXPECT_EQ(counter_delta(before, "conn_accepted"), 1u);
+    EXPECT_EQ(counter_delta(before, "tx_hello"), 1u);
+    EXPECT_EQ(counter_delta(before, "rx_hello_ack"), 1u);
+    EXPECT_GE(counter_delta(before, "tx_bytes"), 200000u);
+    EXPECT_GE(counter_delta(before, "rx_bytes"), 200000u);
+    // 200000 bytes in segments of at most buf_size - 16 bytes.
+    const auto bufsz = std::stoull(read_file("/proc/sys/net/sdp/buf_size").value_or("16384"));
+    EXPECT_GE(counter_delta(before, "tx_data"), 200000u / (bufsz - 16));
+    EXPECT_TRUE(eventually([&] { return counter_delta(before, "rx_disconn") >= 2; }));
+}
+
+TEST(Counters, RefusedConnectIsCountedByCause)
+{
+    const auto before = counters();
+    Fd fd(socket(sdp_family(), SOCK_STREAM, 0));
+    const sockaddr_in a = make_addr(kAddrA, 7199); // nobody listens
+    EXPECT_EQ(connect(fd.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), -1);
+    EXPECT_EQ(errno, ECONNREFUSED);
+    EXPECT_EQ(counter_delta(before, "conn_err_refused"), 1u);
+}
+
+// Nagle: a stream of 1-byte writes must not cost one RDMA SEND each.
+TEST(Coalescing, OneByteWritesShareSends)
+{
+    constexpr int kWrites = 20000;
+    Pair p = connected_pair(kAddrA, 7104);
+    ASSERT_GE(p.server.get(), 0);
+    const auto before = counters();
+    std::thread reader([&] { read_exactly(p.server.get(), kWrites); });
+    for (int i = 0; i < kWrites; i++)
+        ASSERT_EQ(send(p.client.get(), "x", 1, 0), 1);
+    reader.join();
+    const auto sends = counter_delta(before, "tx_data");
+    std::cout << "[ INFO     ] " << kWrites << " 1-byte writes took " << sends
+              << " Data messages (both directions, credit updates included)\n";
+    EXPECT_LT(sends, static_cast<unsigned long long>(kWrites / 4));
+}
+
+// With TCP_CORK the bytes wait for the uncork and go as one message.
+TEST(Coalescing, CorkHoldsUntilUncork)
+{
+    Pair p = connected_pair(kAddrA, 7105);
+    ASSERT_GE(p.server.get(), 0);
+    int one = 1, zero = 0;
+    ASSERT_EQ(setsockopt(p.client.get(), IPPROTO_TCP, TCP_CORK, &one, sizeof(one)), 0);
+    const auto before = counters();
+    for (int i = 0; i < 100; i++)
+        ASSERT_EQ(send(p.client.get(), "y", 1, 0), 1);
+    pollfd pfd{p.server.get(), POLLIN, 0};
+    EXPECT_EQ(poll(&pfd, 1, 300), 0) << "corked bytes arrived before the uncork";
+    ASSERT_EQ(setsockopt(p.client.get(), IPPROTO_TCP, TCP_CORK, &zero, sizeof(zero)), 0);
+    read_exactly(p.server.get(), 100);
+    EXPECT_LE(counter_delta(before, "tx_data"), 3u);
+}
+
+// Module unload is refused while SDP sockets exist and works once they are
+// gone (connections torn down, nothing leaked).
+TEST(Lifecycle, UnloadRefusedWithConnectionsAndWorksAfter)
+{
+    const std::string module = required_env("SDP_MODULE");
+    {
+        Pair p = connected_pair(kAddrA, 7106);
+        ASSERT_GE(p.server.get(), 0);
+        ASSERT_EQ(send(p.client.get(), "hello", 5, 0), 5);
+        read_exactly(p.server.get(), 5);
+        EXPECT_EQ(unload_module("sdp"), EWOULDBLOCK);
+    }
+    ASSERT_TRUE(wait_no_sdp_sockets()) << read_file("/proc/net/sdp").value_or("");
+    EXPECT_EQ(unload_module("sdp"), 0);
+    ASSERT_EQ(load_module(module, ""), 0);
+    // And it works again.
+    Pair p = connected_pair(kAddrA, 7107);
+    ASSERT_GE(p.server.get(), 0);
+    ASSERT_EQ(send(p.client.get(), "again", 5, 0), 5);
+    read_exactly(p.server.get(), 5);
+}
+
+int run(const std::string& cmd)
+{
+    return std::system(cmd.c_str());
+}
+
+bool rxe_active(const std::string& dev)
+{
+    return run("rdma link show " + dev + "/1 2>/dev/null | grep -q 'state ACTIVE'") == 0;
+}
+
+// Deleting the RDMA device under live connections resets them (no kernel
+// warnings: the tier fails on any); the other device keeps working.
+TEST(Lifecycle, DeviceRemovalResetsConnectionsOtherDeviceWorks)
+{
+    Fd listener(socket(sdp_family(), SOCK_STREAM, 0));
+    const sockaddr_in any = make_addr("0.0.0.0", 7108);
+    ASSERT_EQ(bind(listener.get(), reinterpret_cast<const sockaddr*>(&any), sizeof(any)), 0);
+    ASSERT_EQ(listen(listener.get(), 8), 0);
+    Fd client = sdp_connect(kAddrA, 7108); // both ends on rxe0
+    Fd server(accept(listener.get(), nullptr, nullptr));
+    ASSERT_GE(server.get(), 0);
+    ASSERT_EQ(send(client.get(), "abc", 3, 0), 3);
+    read_exactly(server.get(), 3);
+
+    ASSERT_EQ(run("rdma link delete rxe0"), 0);
+    pollfd pfd{client.get(), POLLIN, 0};
+    ASSERT_EQ(poll(&pfd, 1, 10000), 1);
+    EXPECT_TRUE(pfd.revents & POLLERR) << "revents " << pfd.revents;
+    EXPECT_TRUE(pfd.revents & POLLHUP) << "revents " << pfd.revents;
+    char c;
+    EXPECT_EQ(recv(client.get(), &c, 1, 0), -1);
+    EXPECT_EQ(errno, ECONNRESET);
+    EXPECT_EQ(send(client.get(), "x", 1, MSG_NOSIGNAL), -1);
+    EXPECT_EQ(errno, EPIPE);
+    EXPECT_EQ(send(server.get(), "x", 1, MSG_NOSIGNAL), -1);
+    EXPECT_TRUE(errno == ECONNRESET || errno == EPIPE) << strerror(errno);
+
+    // The wildcard listener still accepts over rxe1.
+    Fd client2 = sdp_connect(kAddrB, 7108);
+    Fd server2(accept(listener.get(), nullptr, nullptr));
+    ASSERT_GE(server2.get(), 0);
+    ASSERT_EQ(send(client2.get(), "defg", 4, 0), 4);
+    read_exactly(server2.get(), 4);
+
+    client.reset();
+    server.reset();
+    ASSERT_EQ(run("rdma link add rxe0 type rxe netdev veth0"), 0);
+    EXPECT_TRUE(eventually([] { return rxe_active("rxe0"); }));
+}
+
+} // namespace
+} // namespace sdp::vmtest
