@@ -225,8 +225,12 @@ static void sdp_cm_established_passive(struct sock *sk)
 static void sdp_cm_disconnected(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
-	unsigned int cs = sdp_core_state(&ssk->core);
+	unsigned int cs;
 
+	/* What the peer sent before it disconnected comes first. */
+	while (!sdp_poll_cq(sk))
+		;
+	cs = sdp_core_state(&ssk->core);
 	ssk->qp_error = true;
 	if (sk->sk_state == TCP_CLOSE)
 		goto out;

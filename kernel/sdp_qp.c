@@ -281,16 +281,20 @@ static void sdp_wc_error(struct sock *sk, struct ib_wc *wc)
 	}
 }
 
-void sdp_cq_work(struct work_struct *work)
+/*
+ * Handle every completion waiting in the CQ.  Called with the socket lock
+ * held, from the completion work and before a CM event that depends on what
+ * the peer sent last (a DisConn may sit in the CQ when DISCONNECTED comes).
+ * Returns false if the budget ran out with completions left.
+ */
+bool sdp_poll_cq(struct sock *sk)
 {
-	struct sdp_sock *ssk = container_of(work, struct sdp_sock, cq_work);
-	struct sock *sk = &ssk->sk;
+	struct sdp_sock *ssk = sdp_sk(sk);
 	struct ib_wc wc[SDP_CQ_BATCH];
 	int n, i, total = 0;
 
-	lock_sock(sk);
 	if (!ssk->res_ready)
-		goto out;
+		return true;
 	for (;;) {
 		n = ib_poll_cq(ssk->cq, SDP_CQ_BATCH, wc);
 		if (n <= 0) {
@@ -313,12 +317,23 @@ void sdp_cq_work(struct work_struct *work)
 			}
 		}
 		total += n;
-		if (total >= SDP_CQ_BUDGET) {
-			/* Let the user side in; come back for the rest. */
-			queue_work(sdp_wq, &ssk->cq_work);
-			break;
-		}
+		if (total >= SDP_CQ_BUDGET)
+			return false;
 	}
+	return true;
+}
+
+void sdp_cq_work(struct work_struct *work)
+{
+	struct sdp_sock *ssk = container_of(work, struct sdp_sock, cq_work);
+	struct sock *sk = &ssk->sk;
+
+	lock_sock(sk);
+	if (!ssk->res_ready)
+		goto out;
+	/* Out of budget: let the user side in, come back for the rest. */
+	if (!sdp_poll_cq(sk))
+		queue_work(sdp_wq, &ssk->cq_work);
 	if (ssk->res_ready && !ssk->qp_error) {
 		sdp_post_recvs(sk);
 		sdp_push(sk, 0);

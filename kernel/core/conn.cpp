@@ -23,17 +23,26 @@ int decode_error_to_core(wire::DecodeError err)
     }
 }
 
-// Whether re-posted receive buffers are worth a zero-payload Data message.
-// Stricter than CreditLedger::credit_update_due(): every message, an update
-// too, consumes one of the peer's buffers, so an update answered because it
-// left us at the reserve is answered in turn, for ever, as soon as both
-// sides have few buffers posted (3 with buffers waiting to be read, or a
-// 3-buffer ring).  Here an update goes only if the peer has no credit at all
-// (it could not even send a control message), or if it lets the peer send
-// data and either announces many buffers or the peer is below the reserve:
-// a single update never leaves its receiver in that state.  A sender blocked
-// exactly at the reserve asks for credits itself (control_due()).
-bool credit_update_needed(const CreditLedger& credits, u32 posted)
+// Whether re-posted receive buffers are worth a zero-payload Data message
+// (CreditLedger::credit_update_due(), made safe against endless exchanges).
+//
+// Every message, an update too, consumes one of its receiver's buffers, and
+// the receiver re-posts it at once.  With the ledger's rule alone, an update
+// that leaves its receiver with the peer at the reserve (posted 3, remote 2)
+// is answered, the answer leaves the first side in the same state, and so on
+// for ever: a 3-buffer ring, or any ring whose buffers wait to be read on
+// both sides, never goes quiet.  So at exactly the reserve only the active
+// side answers; the passive side answers a peer below the reserve.  A single
+// update then draws at most one answer, and when both sides are blocked at
+// the reserve (updates crossing on the wire would never acknowledge each
+// other) the active side breaks the tie.  A passive peer blocked at the
+// reserve is released by the active side's rule; an active side blocked
+// there asks for credits itself (control_due()).
+//
+// An update is worth sending only if it lets the peer send data (more than
+// the reserve posted) - or if the peer has no credit at all and could not
+// even send a control message.
+bool credit_update_needed(const CreditLedger& credits, u32 posted, bool active)
 {
     constexpr u32 kReserve = CreditLedger::kControlReserve;
     const u32 remote = credits.remote_credits();
@@ -41,7 +50,11 @@ bool credit_update_needed(const CreditLedger& credits, u32 posted)
         return false;
     if (remote == 0)
         return true;
-    return posted > kReserve && (remote * 3 < posted * 2 || remote < kReserve);
+    if (posted <= kReserve)
+        return false;
+    if (remote * 3 < posted * 2)
+        return true;
+    return active ? remote <= kReserve : remote < kReserve;
 }
 
 } // namespace
@@ -93,6 +106,7 @@ int Connection::on_hello_ack(const u8* buf, u32 size)
     if (msg.hello_ack.actual_rcv_size < kMinRcvSize || msg.bsdh.mseq != 0)
         return -SDP_CORE_EPROTO;
     peer_rcv_size_ = msg.hello_ack.actual_rcv_size;
+    active_ = true;
     start(msg.bsdh, advertised_hello_bufs_);
     return 0;
 }
@@ -230,12 +244,15 @@ int Connection::control_due(u32 tx_queued, u16 posted_rx) const
     // Queued data does not stand in for the update: the host asks after
     // posting what may go, so data still queued here is held (Nagle, cork)
     // or blocked, and a corked sender must still release a blocked peer.
-    if (credit_update_needed(credits_, posted_rx))
+    if (credit_update_needed(credits_, posted_rx, active_))
         return SDP_MID_DATA;
-    // Our data is blocked at the reserve.  The peer may not know we need
-    // credits (we were the last to send), so tell it once: the update takes
-    // us below the reserve, which the peer answers as soon as it has buffers.
-    if (tx_queued && credits_.tx_credits() == CreditLedger::kControlReserve)
+    // Active side, data blocked exactly at the reserve, where the passive
+    // peer does not answer (see credit_update_needed()): ask, with an update
+    // that takes us below the reserve, which the peer answers as soon as it
+    // has buffers to give.  Not if the peer is below the reserve itself: our
+    // own rule releases it first, and its answer brings our credits.
+    if (active_ && tx_queued && credits_.tx_credits() == CreditLedger::kControlReserve &&
+        credits_.remote_credits() >= CreditLedger::kControlReserve)
         return SDP_MID_DATA;
     return 0;
 }

@@ -55,6 +55,8 @@ class Connection {
     bool have_peer_hello_ = false;
     // Active side: the bufs our Hello advertised.
     u16 advertised_hello_bufs_ = 0;
+    // We sent the Hello (breaks ties in the credit update rule).
+    bool active_ = false;
 };
 
 static_assert(sizeof(Connection) <= SDP_CORE_CONN_BYTES, "grow SDP_CORE_CONN_BYTES");

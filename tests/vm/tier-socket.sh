@@ -54,7 +54,7 @@ fi
 # lifecycle, then the TCP-differential conformance suite.
 grep -q '^sdp ' /proc/modules || insmod "$SDP_MODULE"
 "$build/host/sdp_vm_rdma_tests" --gtest_color=no || status=1
-if [ -n "${SDP_CONFORMANCE:-1}" ]; then
+if [ "${SDP_CONFORMANCE-1}" = 1 ]; then
 	"$build/host/tests/vm/conformance/sdp_conformance" --families inet,sdp \
 		${SDP_CONFORMANCE_ARGS:-} || status=1
 fi
