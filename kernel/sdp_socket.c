@@ -353,8 +353,8 @@ static int sdp_getname(struct socket *sock, struct sockaddr *uaddr, int peer)
 	int len;
 
 	lock_sock(sk);
-	if (peer && (!sdp_established(sk) && sk->sk_state != TCP_LAST_ACK &&
-		     sk->sk_state != TCP_SYN_RECV)) {
+	if (peer && (!sdp_addr_port(&ssk->remote) ||
+		     ((1 << sk->sk_state) & (TCPF_CLOSE | TCPF_SYN_SENT)))) {
 		release_sock(sk);
 		return -ENOTCONN;
 	}
@@ -520,19 +520,11 @@ static int sdp_connect(struct socket *sock, struct sockaddr *uaddr, int len,
 		err = -EISCONN;
 		goto out;
 	case SS_CONNECTING:
-		if (sk->sk_state == TCP_SYN_SENT) {
-			err = -EALREADY;
-			break;
-		}
-		if (sdp_established(sk)) {
-			sock->state = SS_CONNECTED;
-			err = -EISCONN;
-			goto out;
-		}
-		/* Failed: report it once (SO_ERROR semantics). */
-		sock->state = SS_UNCONNECTED;
-		err = sock_error(sk) ?: -ECONNABORTED;
-		goto out;
+		/* As inet_stream_connect: settle below (0 once connected,
+		 * the error once failed, else -EALREADY).
+		 */
+		err = -EALREADY;
+		break;
 	default:
 		if (sk->sk_state != TCP_CLOSE) {
 			err = -EISCONN;
