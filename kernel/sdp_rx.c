@@ -225,15 +225,24 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 	peek_seq = ssk->copied_seq;
 	cursor = ssk->rx.read;
 
-	while (copied < len) {
+	/* A do-while, as TCP's: a zero-length read still waits or fails. */
+	do {
 		struct sdp_buf *b = NULL;
 		u32 avail, n;
 
 		seq = peek ? peek_seq : ssk->copied_seq;
-		/* Stop at the urgent mark, like TCP: it starts a new read. */
-		if (copied && ssk->urg_state != SDP_URG_NONE &&
-		    ssk->urg_seq == seq)
-			break;
+		if (ssk->urg_state != SDP_URG_NONE && ssk->urg_seq == seq) {
+			/* Stop at the urgent mark, like TCP: it starts a new
+			 * read.
+			 */
+			if (copied)
+				break;
+			/* A read starting at the mark steps over the urgent
+			 * byte's place (taken out of line): it is history.
+			 */
+			if (!peek && !sock_flag(sk, SOCK_URGINLINE))
+				WRITE_ONCE(ssk->urg_state, SDP_URG_NONE);
+		}
 
 		/* Find the next unread byte. */
 		if (!peek) {
@@ -252,7 +261,7 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 			cursor++;
 			cursor_off = 0;
 		}
-		if (b) {
+		if (b && len) {
 			avail = b->end - b->off - cursor_off;
 			n = min_t(size_t, avail, len - copied);
 			if (ssk->urg_state != SDP_URG_NONE && seq < ssk->urg_seq)
@@ -277,6 +286,8 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 				WRITE_ONCE(ssk->urg_state, SDP_URG_NONE);
 			continue;
 		}
+		if (b) /* len == 0 with data waiting */
+			break;
 
 		if (copied >= target)
 			break;
@@ -324,7 +335,7 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 				      &wait);
 			remove_wait_queue(sk_sleep(sk), &wait);
 		}
-	}
+	} while (copied < len);
 	if (!peek && copied)
 		sdp_rx_refill(sk);
 out:

@@ -16,7 +16,9 @@
 #include <linux/sockios.h>
 #include <linux/tcp.h>
 #include <linux/version.h>
+#include <net/addrconf.h>
 #include <net/ip.h>
+#include <net/route.h>
 #include <net/sock.h>
 #include <net/tcp.h>
 #include <net/tcp_states.h>
@@ -272,12 +274,33 @@ void sdp_update_local(struct sock *sk)
 		memcpy(&ssk->local, src, sizeof(struct sockaddr_in));
 }
 
-static int sdp_bind_errno(int err)
+/* Whether addr is one of this namespace's own addresses (or a wildcard). */
+static bool sdp_addr_is_local(struct net *net, const struct sockaddr_storage *a)
+{
+	if (a->ss_family == AF_INET6) {
+		const struct in6_addr *ip = &((const struct sockaddr_in6 *)a)->sin6_addr;
+
+		return ipv6_addr_any(ip) || ipv6_chk_addr(net, ip, NULL, 0);
+	}
+	return ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_ANY) ||
+	       inet_addr_type(net, ((const struct sockaddr_in *)a)->sin_addr.s_addr) ==
+		       RTN_LOCAL;
+}
+
+/*
+ * The CM says EADDRNOTAVAIL both for an address that is not ours and for a
+ * port conflict involving a wildcard address; TCP says EADDRINUSE for the
+ * latter.  An address that is ours but has no RDMA device is
+ * EADDRNOTAVAIL: SDP cannot use it.
+ */
+static int sdp_bind_errno(struct net *net, const struct sockaddr_storage *a,
+			  int err)
 {
 	switch (err) {
+	case -EADDRNOTAVAIL:
+		return sdp_addr_is_local(net, a) ? -EADDRINUSE : -EADDRNOTAVAIL;
 	case -ENODEV:
 	case -EINVAL:
-	case -EADDRNOTAVAIL:
 		return -EADDRNOTAVAIL;
 	default:
 		return err;
@@ -305,7 +328,7 @@ static int sdp_do_bind(struct sock *sk, const struct sockaddr *addr)
 		rdma_set_afonly(ssk->cm_id, ssk->v6only);
 	err = rdma_bind_addr(ssk->cm_id, (struct sockaddr *)&canon);
 	if (err)
-		return sdp_bind_errno(err);
+		return sdp_bind_errno(sock_net(sk), &canon, err);
 	ssk->bound = true;
 	memcpy(&ssk->local, addr, addr->sa_family == AF_INET6 ?
 	       sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
@@ -589,6 +612,9 @@ static int sdp_connect(struct socket *sock, struct sockaddr *uaddr, int len,
 	if (sk->sk_state == TCP_CLOSE) {
 		err = sock_error(sk) ?: -ECONNABORTED;
 		sock->state = SS_UNCONNECTED;
+		/* Like tcp_disconnect() after a failed connect: a fresh socket. */
+		WRITE_ONCE(sk->sk_shutdown, 0);
+		sock_reset_flag(sk, SOCK_DONE);
 		goto out;
 	}
 	sock->state = SS_CONNECTED;
@@ -671,7 +697,14 @@ static int sdp_ioctl(struct socket *sock, unsigned int cmd, unsigned long arg)
 		if (sk->sk_state == TCP_LISTEN)
 			return -EINVAL;
 		lock_sock(sk);
-		answ = (int)min_t(u64, ssk->rcv_nxt - ssk->copied_seq, INT_MAX);
+		/* As tcp_inq(): up to the urgent mark while one is ahead. */
+		if (!sock_flag(sk, SOCK_URGINLINE) &&
+		    ssk->urg_state != SDP_URG_NONE &&
+		    ssk->urg_seq >= ssk->copied_seq)
+			answ = (int)(ssk->urg_seq - ssk->copied_seq);
+		else
+			answ = (int)min_t(u64, ssk->rcv_nxt - ssk->copied_seq,
+					  INT_MAX);
 		release_sock(sk);
 		break;
 	case SIOCATMARK:
@@ -940,8 +973,16 @@ struct sock *sdp_sk_clone(struct sock *parent)
 		return NULL;
 	ssk = sdp_sk(sk);
 	sdp_sk_init_data(NULL, sk);
+	/* What sk_clone_lock() gives a TCP child. */
+	sk->sk_type = parent->sk_type;
 	sk->sk_sndbuf = parent->sk_sndbuf;
 	sk->sk_rcvbuf = parent->sk_rcvbuf;
+	sk->sk_userlocks = parent->sk_userlocks;
+	sk->sk_reuse = parent->sk_reuse;
+	sk->sk_reuseport = parent->sk_reuseport;
+	sk->sk_priority = parent->sk_priority;
+	sk->sk_mark = parent->sk_mark;
+	sk->sk_bound_dev_if = parent->sk_bound_dev_if;
 	sk->sk_flags = parent->sk_flags & (BIT(SOCK_KEEPOPEN) |
 					   BIT(SOCK_URGINLINE) |
 					   BIT(SOCK_LINGER));

@@ -157,6 +157,7 @@ u32 Connection::seg_max() const
 
 sdp_core_tx_verdict Connection::tx_verdict(u32 seg_bytes, bool full, u32 opts) const
 {
+    credit_blocked_ = false;
     if (!(state_ & SDP_CS_ESTABLISHED) || (state_ & (SDP_CS_DISCONN_SENT | SDP_CS_ABORTED)))
         return SDP_TX_CLOSED;
     // A partial segment waits for more bytes when the user asked for it
@@ -166,11 +167,13 @@ sdp_core_tx_verdict Connection::tx_verdict(u32 seg_bytes, bool full, u32 opts) c
     if (!full && !(opts & SDP_TXO_PUSH)) {
         if (opts & SDP_TXO_CORK)
             return SDP_TX_HOLD;
-        if (!(opts & SDP_TXO_NODELAY) && data_in_flight_ > 0 && seg_bytes < seg_max())
+        if (!(opts & SDP_TXO_NODELAY) && payload_in_flight() && seg_bytes < seg_max())
             return SDP_TX_HOLD;
     }
-    if (!credits_.may_send_data())
+    if (!credits_.may_send_data()) {
+        credit_blocked_ = true;
         return SDP_TX_NO_CREDIT;
+    }
     return SDP_TX_POST;
 }
 
@@ -187,7 +190,7 @@ int Connection::tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags, u16 poste
     case wire::Mid::kData:
         // After our DisConn no more data, but still credit updates: the
         // peer may go on sending and must hear of re-posted buffers.
-        if ((state_ & SDP_CS_DISCONN_SENT) && payload_len)
+        if ((state_ & SDP_CS_DISCONN_SENT) && payload_len != 0)
             return -SDP_CORE_ESTATE;
         if (payload_len > seg_max())
             return -SDP_CORE_ETOOBIG;
@@ -210,7 +213,7 @@ int Connection::tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags, u16 poste
     }
     // Only Data has a payload.  Checked before the message is accounted: a
     // build that fails must not spend a credit or a sequence number.
-    if (msg.bsdh.mid != wire::Mid::kData && payload_len)
+    if (msg.bsdh.mid != wire::Mid::kData && payload_len != 0)
         return -SDP_CORE_EPROTO;
     credits_.stamp_send(&msg.bsdh, posted_rx);
     usize written = 0;
@@ -224,6 +227,11 @@ int Connection::tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags, u16 poste
         state_ |= SDP_CS_DISCONN_SENT;
     else if (msg.bsdh.mid == wire::Mid::kAbortConn)
         state_ |= SDP_CS_ABORTED;
+    sends_in_flight_++;
+    if (msg.bsdh.mid == wire::Mid::kData && payload_len != 0)
+        sends_since_payload_ = 0;
+    else if (sends_since_payload_ != 0xffffffffu)
+        sends_since_payload_++;
     return static_cast<int>(written);
 }
 
@@ -231,6 +239,8 @@ void Connection::tx_done(u32 mid)
 {
     if (mid == SDP_MID_DATA && data_in_flight_ > 0)
         data_in_flight_--;
+    if (sends_in_flight_ > 0)
+        sends_in_flight_--;
 }
 
 int Connection::control_due(u32 tx_queued, u16 posted_rx) const
@@ -241,17 +251,26 @@ int Connection::control_due(u32 tx_queued, u16 posted_rx) const
         return 0;
     if ((state_ & SDP_CS_SHUT_REQUESTED) && !(state_ & SDP_CS_DISCONN_SENT) && tx_queued == 0)
         return SDP_MID_DISCONN;
+    // Closed both ways: no data follows in either direction, so neither side
+    // needs credits any more, not even for updates.  Our DisConn stays the
+    // last message.
+    constexpr u32 kBothClosed = SDP_CS_DISCONN_SENT | SDP_CS_DISCONN_RCVD;
+    if ((state_ & kBothClosed) == kBothClosed)
+        return 0;
     // Queued data does not stand in for the update: the host asks after
     // posting what may go, so data still queued here is held (Nagle, cork)
     // or blocked, and a corked sender must still release a blocked peer.
     if (credit_update_needed(credits_, posted_rx, active_))
         return SDP_MID_DATA;
-    // Active side, data blocked exactly at the reserve, where the passive
-    // peer does not answer (see credit_update_needed()): ask, with an update
-    // that takes us below the reserve, which the peer answers as soon as it
-    // has buffers to give.  Not if the peer is below the reserve itself: our
-    // own rule releases it first, and its answer brings our credits.
-    if (active_ && tx_queued && credits_.tx_credits() == CreditLedger::kControlReserve &&
+    // Active side, data blocked for credits (the last tx_decide() said so:
+    // corked or Nagle-held data does not ask) exactly at the reserve, where
+    // the passive peer does not answer (see credit_update_needed()): ask,
+    // with an update that takes us below the reserve, which the peer answers
+    // as soon as it has buffers to give.  Not if the peer is below the
+    // reserve itself: our own rule releases it first, and its answer brings
+    // our credits.
+    if (active_ && tx_queued != 0 && credit_blocked_ &&
+        credits_.tx_credits() == CreditLedger::kControlReserve &&
         credits_.remote_credits() >= CreditLedger::kControlReserve)
         return SDP_MID_DATA;
     return 0;

@@ -43,13 +43,19 @@ class Connection {
   private:
     // Our Hello/HelloAck as a BSDH, so the ledger can start from it.
     void start(const wire::Bsdh& peer, u16 advertised);
+    // SENDs complete in posting order, so payload is in flight iff the last
+    // payload SEND is among the SENDs not completed yet.
+    bool payload_in_flight() const { return sends_since_payload_ < sends_in_flight_; }
 
     CreditLedger credits_;
     u32 rx_buf_size_ = 0;
     u32 tx_buf_size_ = 0;
     u32 peer_rcv_size_ = 0;
     u32 data_in_flight_ = 0; // posted Data SENDs (updates too) not yet completed
-    u32 state_ = 0;          // SDP_CS_*
+    // Nagle waits for payload only, not for credit updates (payload_in_flight()).
+    u32 sends_in_flight_ = 0;               // every SEND not completed yet
+    u32 sends_since_payload_ = 0xffffffffu; // SENDs posted after the last payload
+    u32 state_ = 0;                         // SDP_CS_*
     // Passive side: the peer's Hello until our HelloAck goes out.
     wire::Bsdh peer_hello_{};
     bool have_peer_hello_ = false;
@@ -57,6 +63,9 @@ class Connection {
     u16 advertised_hello_bufs_ = 0;
     // We sent the Hello (breaks ties in the credit update rule).
     bool active_ = false;
+    // The last tx_verdict() was SDP_TX_NO_CREDIT: queued data waits for
+    // credits, not for cork or Nagle (control_due() asks for credits then).
+    mutable bool credit_blocked_ = false;
 };
 
 static_assert(sizeof(Connection) <= SDP_CORE_CONN_BYTES, "grow SDP_CORE_CONN_BYTES");
