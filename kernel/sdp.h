@@ -229,6 +229,7 @@ void sdp_destroy_resources(struct sock *sk);
 void sdp_free_rdma(struct sock *sk, struct rdma_cm_id *id);
 void sdp_cq_work(struct work_struct *work);
 bool sdp_poll_cq(struct sock *sk);
+void sdp_process_completions(struct sock *sk);
 void sdp_schedule_destroy(struct sock *sk);
 void sdp_destroy_work(struct work_struct *work);
 

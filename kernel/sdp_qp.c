@@ -323,14 +323,17 @@ bool sdp_poll_cq(struct sock *sk)
 	return true;
 }
 
-void sdp_cq_work(struct work_struct *work)
+/*
+ * Handle the completions there are and what follows from them: re-post
+ * receive buffers, send what became sendable, end the connection once both
+ * DisConns are through.  Socket lock held.
+ */
+void sdp_process_completions(struct sock *sk)
 {
-	struct sdp_sock *ssk = container_of(work, struct sdp_sock, cq_work);
-	struct sock *sk = &ssk->sk;
+	struct sdp_sock *ssk = sdp_sk(sk);
 
-	lock_sock(sk);
 	if (!ssk->res_ready)
-		goto out;
+		return;
 	/* Out of budget: let the user side in, come back for the rest. */
 	if (!sdp_poll_cq(sk))
 		queue_work(sdp_wq, &ssk->cq_work);
@@ -339,6 +342,14 @@ void sdp_cq_work(struct work_struct *work)
 		sdp_push(sk, 0);
 	}
 	sdp_maybe_disconnect(sk);
-out:
+}
+
+void sdp_cq_work(struct work_struct *work)
+{
+	struct sdp_sock *ssk = container_of(work, struct sdp_sock, cq_work);
+	struct sock *sk = &ssk->sk;
+
+	lock_sock(sk);
+	sdp_process_completions(sk);
 	release_sock(sk);
 }

@@ -186,6 +186,28 @@ static int sdp_recv_urg(struct sock *sk, struct msghdr *msg, int flags)
 	return -EAGAIN;
 }
 
+/*
+ * The buffer holding the unread in-band byte `skip` bytes after the oldest
+ * one, and that byte's offset from the buffer's read position; NULL if it
+ * has not arrived.
+ */
+static struct sdp_buf *sdp_rx_find(struct sdp_sock *ssk, u64 skip, u32 *off)
+{
+	u32 n;
+
+	for (n = ssk->rx.read; n != ssk->rx.done; n++) {
+		struct sdp_buf *b = sdp_ring_buf(&ssk->rx, n);
+		u32 avail = b->end - b->off;
+
+		if (skip < avail) {
+			*off = (u32)skip;
+			return b;
+		}
+		skip -= avail;
+	}
+	return NULL;
+}
+
 /* Tell the peer about re-posted buffers when the core says it is time. */
 static void sdp_rx_refill(struct sock *sk)
 {
@@ -202,7 +224,7 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 	struct sock *sk = sock->sk;
 	struct sdp_sock *ssk = sdp_sk(sk);
 	bool peek = flags & MSG_PEEK;
-	u32 cursor, cursor_off = 0;
+	u32 cursor_off = 0;
 	u64 seq, peek_seq;
 	size_t copied = 0;
 	int target, err = 0;
@@ -223,7 +245,6 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 	timeo = sock_rcvtimeo(sk, flags & MSG_DONTWAIT);
 	target = sock_rcvlowat(sk, flags & MSG_WAITALL, len);
 	peek_seq = ssk->copied_seq;
-	cursor = ssk->rx.read;
 
 	/* A do-while, as TCP's: a zero-length read still waits or fails. */
 	do {
@@ -244,23 +265,10 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 				WRITE_ONCE(ssk->urg_state, SDP_URG_NONE);
 		}
 
-		/* Find the next unread byte. */
-		if (!peek) {
-			cursor = ssk->rx.read;
-			cursor_off = 0;
-		} else if ((s32)(cursor - ssk->rx.read) < 0) {
-			break; /* another reader consumed what we peeked at */
-		}
-		while (cursor != ssk->rx.done) {
-			struct sdp_buf *c = sdp_ring_buf(&ssk->rx, cursor);
-
-			if (c->off + cursor_off < c->end) {
-				b = c;
-				break;
-			}
-			cursor++;
-			cursor_off = 0;
-		}
+		/* The next byte to read: `skip` bytes past the oldest unread
+		 * one (a peek reads ahead without consuming).
+		 */
+		b = sdp_rx_find(ssk, seq - ssk->copied_seq, &cursor_off);
 		if (b && len) {
 			avail = b->end - b->off - cursor_off;
 			n = min_t(size_t, avail, len - copied);
@@ -273,7 +281,6 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 			}
 			copied += n;
 			if (peek) {
-				cursor_off += n;
 				peek_seq += n;
 			} else {
 				b->off += n;

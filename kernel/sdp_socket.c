@@ -376,6 +376,8 @@ static int sdp_getname(struct socket *sock, struct sockaddr *uaddr, int peer)
 	int len;
 
 	lock_sock(sk);
+	/* The state as of the completions already delivered. */
+	sdp_process_completions(sk);
 	if (peer && (!sdp_addr_port(&ssk->remote) ||
 		     ((1 << sk->sk_state) & (TCPF_CLOSE | TCPF_SYN_SENT)))) {
 		release_sock(sk);

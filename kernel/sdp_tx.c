@@ -74,6 +74,15 @@ int sdp_send_control(struct sock *sk, unsigned int mid)
 		return -EIO;
 	ctl->post++;
 	SDP_INC_TX_MID(mid);
+	if (mid == SDP_MID_DISCONN && sk->sk_state == TCP_LAST_ACK) {
+		/* Both directions are closed and RC delivers in order: the
+		 * connection is done for the user, as TCP's is once its last
+		 * FIN is acknowledged.
+		 */
+		sock_set_flag(sk, SOCK_DONE);
+		sdp_set_state(sk, TCP_CLOSE);
+		sk->sk_state_change(sk);
+	}
 	if (mid == SDP_MID_DATA)
 		SDP_INC(SDP_CNT_CREDIT_UPDATES);
 	return 0;

@@ -353,6 +353,38 @@ TEST(Lifecycle, UnloadRefusedWithConnectionsAndWorksAfter)
     read_exactly(p.server.get(), 5);
 }
 
+// Documented difference from TCP: the RDMA CM refuses a listener on a port
+// that another SO_REUSEADDR socket holds bound (TCP allows it while the other
+// does not listen).  Once the other socket is closed, listen works.
+TEST(PortSpace, ListenWithAnotherReuseaddrSocketBoundIsEaddrinuse)
+{
+    const sockaddr_in a = make_addr(kAddrA, 7109);
+    const int one = 1;
+    Fd s1(socket(sdp_family(), SOCK_STREAM, 0));
+    Fd s2(socket(sdp_family(), SOCK_STREAM, 0));
+    setsockopt(s1.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    setsockopt(s2.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    ASSERT_EQ(bind(s1.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0);
+    ASSERT_EQ(bind(s2.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0);
+    EXPECT_EQ(listen(s1.get(), 4), -1);
+    EXPECT_EQ(errno, EADDRINUSE);
+    s2.reset();
+    EXPECT_EQ(listen(s1.get(), 4), 0) << strerror(errno);
+}
+
+// SDP ports are not TCP ports: the same number can be used by both.
+TEST(PortSpace, SdpAndTcpPortsAreSeparate)
+{
+    Fd tcp(socket(AF_INET, SOCK_STREAM, 0));
+    const sockaddr_in a = make_addr(kAddrA, 7110);
+    ASSERT_EQ(bind(tcp.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0);
+    ASSERT_EQ(listen(tcp.get(), 4), 0);
+    Fd sdp = sdp_listener(kAddrA, 7110);
+    Fd c = sdp_connect(kAddrA, 7110);
+    Fd s(accept(sdp.get(), nullptr, nullptr));
+    EXPECT_GE(s.get(), 0);
+}
+
 int run(const std::string& cmd)
 {
     return std::system(cmd.c_str());
