@@ -26,8 +26,8 @@ int decode_error_to_core(wire::DecodeError err)
 // Whether re-posted receive buffers are worth a zero-payload Data message
 // (CreditLedger::credit_update_due(), made safe against endless exchanges).
 //
-// Every message, an update too, consumes one of its receiver's buffers, and
-// the receiver re-posts it at once.  With the ledger's rule alone, an update
+// Every message, an update too, consumes one of its receiver's buffers, which
+// the receiver re-posts once it is free.  With the ledger's rule alone, an update
 // that leaves its receiver with the peer at the reserve (posted 3, remote 2)
 // is answered, the answer leaves the first side in the same state, and so on
 // for ever: a 3-buffer ring, or any ring whose buffers wait to be read on

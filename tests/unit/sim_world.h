@@ -210,39 +210,40 @@ class World {
         std::size_t off = 0; // kHeld: payload [off, end) not read yet
         std::size_t end = 0;
     };
+    // Members grouped by size (counters and flags last): no padding holes.
     struct Side {
+        sdp_core_conn conn{};
         std::string name;
         SideConfig cfg;
-        sdp_core_conn conn{};
+        SideStats stats;
         // application, writing
         Bytes stream;          // everything it will write
         std::size_t limit = 0; // bytes it writes in total (lowered by an early shutdown)
         std::size_t written = 0;
         std::vector<std::size_t> urgent_written; // stream offsets of urgent bytes
-        bool shut = false;
-        bool corked = false;
         // send ring: [0, tx_posted) posted, the rest queued
         std::deque<Segment> tx;
         std::size_t tx_posted = 0;
-        unsigned ctl_in_flight = 0;
-        std::deque<Sent> sends; // every SEND not completed, in posting order
-        bool disconn_posted = false;
+        std::deque<Sent> sends;      // every SEND not completed, in posting order
         std::size_t data_posted = 0; // payload bytes posted
         // receive ring, in ring order, from the oldest buffer not freed
         std::deque<RxSlot> rx;
-        unsigned n_unpolled = 0;
-        unsigned n_hw = 0;       // posted and empty
-        unsigned leaked = 0;     // leak_every
         std::size_t reposts = 0; // leak_every
         std::size_t unread = 0;
         std::size_t rx_bytes = 0; // payload received (polled)
         std::vector<std::size_t> urgent_seen;
-        bool disconn_rcvd = false;
         // application, reading
         Bytes got;
-        bool eof = false;
         std::size_t paused = 0;
-        SideStats stats;
+        unsigned ctl_in_flight = 0;
+        unsigned n_unpolled = 0;
+        unsigned n_hw = 0;   // posted and empty
+        unsigned leaked = 0; // leak_every
+        bool shut = false;
+        bool corked = false;
+        bool disconn_posted = false;
+        bool disconn_rcvd = false;
+        bool eof = false;
     };
 
     enum class Ev : unsigned char {

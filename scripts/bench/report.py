@@ -1,0 +1,299 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Host side of `make bench`: turn what tests/vm/bench.sh measured in the
+guest into results.csv, a table with the SDP ratios, the goal verdicts and
+a throughput plot.
+
+    report.py GUEST_RESULTS_DIR OUT_DIR
+
+GUEST_RESULTS_DIR is the guest's results share (raw.csv, notes.txt, logs/);
+OUT_DIR receives results.csv (tool,family,metric,size,value,unit), notes.txt,
+logs/, report.txt (what is printed), throughput.png and latency.png
+(gnuplot; skipped with a message when gnuplot is missing).
+
+The verdicts are a report, not a test: the exit status is 0 whenever
+there was something to report, 1 only when raw.csv is missing or empty.
+"""
+import csv
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+# Goals for SDP, measured against references from the same guest run.
+GOAL_BW_SIZE = 65536
+GOAL_LAT_SIZE = 64
+GOAL_BW_VS_RAW = 0.9  # SDP stream >= 0.9 x ib_send_bw
+GOAL_BW_VS_RSOCKETS = 1.0  # SDP stream >= rstream
+GOAL_LAT_VS_RAW = 1.2  # SDP round trip <= 1.2 x ib_send_lat round trip
+
+# Series: (tool, family) -> column title.
+THROUGHPUT = [
+    (("ib_send_bw", "verbs", "throughput"), "raw verbs"),
+    (("rstream", "rsockets", "throughput"), "rsockets"),
+    (("sdp-bench", "inet", "throughput"), "TCP"),
+    (("sdp-bench", "sdp", "throughput"), "SDP"),
+]
+LATENCY = [
+    (("ib_send_lat", "verbs", "rtt_p50"), "raw verbs"),
+    (("rstream", "rsockets", "rtt_avg"), "rsockets"),
+    (("sdp-bench", "inet", "rtt_p50"), "TCP"),
+    (("sdp-bench", "sdp", "rtt_p50"), "SDP"),
+]
+PLOT_TITLES = {
+    "raw verbs": "raw verbs (perftest -R)",
+    "rsockets": "rsockets (rstream)",
+    "TCP": "TCP (sdp-bench, loopback)",
+    "SDP": "SDP (sdp-bench, AF_INET_SDP)",
+}
+
+
+def best_of(metric, values):
+    """Interference only slows things down: the best sample is the estimate."""
+    return min(values) if metric.startswith("rtt") else max(values)
+
+
+def load(path):
+    """{(tool, family, metric): {size: best value or None}}, the samples
+    {(tool, family, metric, size): [values]} and the rows."""
+    samples = {}
+    rows = []
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            rows.append(row)
+            key = (row["tool"], row["family"], row["metric"], int(row["size"]))
+            vals = samples.setdefault(key, [])
+            try:
+                value = float(row["value"])
+            except ValueError:
+                continue
+            if not math.isnan(value):
+                vals.append(value)
+    data = {}
+    for (tool, fam, metric, size), vals in samples.items():
+        best = best_of(metric, vals) if vals else None
+        data.setdefault((tool, fam, metric), {})[size] = best
+    return data, samples, rows
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def fmt(v, digits=2):
+    if v is None:
+        return "n/a"
+    if abs(v) >= 1000:
+        return f"{v:.0f}"
+    return f"{v:.{digits}f}"
+
+
+def size_text(s):
+    if s >= 1 << 20 and s % (1 << 20) == 0:
+        return f"{s >> 20} MiB"
+    if s >= 1024 and s % 1024 == 0:
+        return f"{s >> 10} KiB"
+    return f"{s} B"
+
+
+def table(title, series, data, sizes, lines):
+    cols = [name for _, name in series]
+    lines.append(title)
+    head = f"  {'size':>8}" + "".join(f"{c:>11}" for c in cols)
+    head += f"{'SDP/raw':>10}{'SDP/rsockets':>14}"
+    lines.append(head)
+    for s in sizes:
+        vals = {name: data.get(key, {}).get(s) for key, name in series}
+        line = f"  {size_text(s):>8}" + "".join(f"{fmt(vals[c]):>11}" for c in cols)
+        line += f"{fmt(ratio(vals['SDP'], vals['raw verbs'])):>10}"
+        line += f"{fmt(ratio(vals['SDP'], vals['rsockets'])):>14}"
+        lines.append(line)
+    lines.append("")
+
+
+def spread(samples, key, size):
+    vals = samples.get(key + (size,), [])
+    if len(vals) < 2:
+        return ""
+    return f"{len(vals)} runs, {min(vals):.4g}..{max(vals):.4g}"
+
+
+def goal(lines, text, value, ref, cmp, target, sdp_error):
+    if value is None:
+        why = "SDP did not run" if sdp_error else "SDP point missing"
+        verdict = f"SHORT   n/a ({why})"
+    elif ref is None:
+        verdict = "n/a     (reference missing)"
+    else:
+        r = value / ref
+        ok = r >= target if cmp == ">=" else r <= target
+        verdict = f"{'PASS ' if ok else 'SHORT'}   ratio {r:.2f} (goal {cmp} {target})"
+    lines.append(f"  {text:<48} {verdict}")
+
+
+def plot(out_dir, series, data, sizes, ylabel, name, title, lines):
+    gnuplot = shutil.which("gnuplot")
+    dat = os.path.join(out_dir, f"{name}.dat")
+    with open(dat, "w") as f:
+        f.write("# size " + " ".join(n.replace(" ", "_") for _, n in series) + "\n")
+        for s in sizes:
+            vals = [data.get(key, {}).get(s) for key, _ in series]
+            f.write(f"{s} " + " ".join("NaN" if v is None else f"{v:g}" for v in vals) + "\n")
+    if not gnuplot:
+        lines.append(f"(no gnuplot: {name}.png not drawn; apt-get install gnuplot-nox)")
+        return
+    png = os.path.join(out_dir, f"{name}.png")
+    plots = []
+    missing = []
+    for i, (key, n) in enumerate(series):
+        if any(data.get(key, {}).get(s) is not None for s in sizes):
+            plots.append(f"'{dat}' using 1:{i + 2} with linespoints lw 2 pt 7 title '{PLOT_TITLES[n]}'")
+        else:
+            missing.append(n)
+    if not plots:
+        lines.append(f"(nothing to plot for {name})")
+        return
+    note = ""
+    if missing:
+        note = (f"set label 1 'not measured: {', '.join(missing)}' at graph 0.98, graph 0.05 "
+                "right tc rgb 'red'\n")
+    script = f"""set terminal pngcairo size 900,600 noenhanced
+set output '{png}'
+set title '{title}'
+set logscale x 2
+set logscale y
+set xlabel 'message size (bytes)'
+set ylabel '{ylabel}'
+set grid
+set key top left
+set datafile missing 'NaN'
+set xrange [{sizes[0] / 1.5}:{sizes[-1] * 1.5}]
+set xtics ({', '.join(f'"{size_text(s)}" {s}' for s in sizes)})
+{note}plot {', '.join(plots)}
+"""
+    r = subprocess.run([gnuplot], input=script, text=True, capture_output=True)
+    if r.returncode != 0:
+        lines.append(f"(gnuplot failed for {name}: {r.stderr.strip()})")
+    else:
+        lines.append(f"plot: {png}")
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
+        return 2
+    guest, out_dir = sys.argv[1], sys.argv[2]
+    raw = os.path.join(guest, "raw.csv")
+    if not os.path.isfile(raw):
+        print(f"report: {raw} missing: the guest bench did not run (see {guest})", file=sys.stderr)
+        return 1
+    data, samples, rows = load(raw)
+    if not rows:
+        print(f"report: {raw} has no measurements", file=sys.stderr)
+        return 1
+    os.makedirs(out_dir, exist_ok=True)
+    shutil.copyfile(raw, os.path.join(out_dir, "results.csv"))
+    notes_path = os.path.join(guest, "notes.txt")
+    notes = []
+    if os.path.isfile(notes_path):
+        with open(notes_path) as f:
+            notes = [n.strip() for n in f if n.strip()]
+        shutil.copyfile(notes_path, os.path.join(out_dir, "notes.txt"))
+    logs = os.path.join(out_dir, "logs")
+    shutil.rmtree(logs, ignore_errors=True)
+    if os.path.isdir(os.path.join(guest, "logs")):
+        shutil.copytree(os.path.join(guest, "logs"), logs)
+
+    sizes = sorted({int(r["size"]) for r in rows if r["metric"] == "throughput"})
+    lat_sizes = sorted({int(r["size"]) for r in rows if r["metric"].startswith("rtt")})
+    sdp_error = [n for n in notes if n.startswith("SDP") or n.startswith("sdp-bench sdp")]
+
+    lines = []
+    lines.append("sdp bench: Soft-RoCE (rxe) in one TCG guest; MB = 10^6 bytes.")
+    lines.append("Compare ratios, not absolute numbers: TCG and Soft-RoCE move bytes in software,")
+    lines.append("and TCP runs over kernel loopback (both addresses are local to the guest).")
+    lines.append("")
+    load_path = os.path.join(guest, "host-loadavg")
+    if os.path.isfile(load_path):
+        with open(load_path) as f:
+            fields = f.read().split()
+        try:
+            load5 = float(fields[1])
+            cpus = os.cpu_count() or 1
+            lines.append(f"Host load average over the last 5 minutes of the run: {load5:.1f} on {cpus} CPUs"
+                         " (the VM itself accounts for about 2).")
+            if load5 > cpus + 0.5:
+                lines.append("!!! The host was busy with other work: TCG vCPUs were descheduled, so the")
+                lines.append("!!! numbers are noisy (polling tools like perftest suffer most). Re-run on")
+                lines.append("!!! a quiet machine before drawing conclusions.")
+        except (IndexError, ValueError):
+            pass
+        lines.append("")
+    if sdp_error:
+        lines.append("*" * 78)
+        lines.append("*** SDP WAS NOT MEASURED (its points are n/a):")
+        for n in sdp_error:
+            lines.append(f"***   {n}")
+        lines.append("*" * 78)
+        lines.append("")
+    table("Throughput, MB/s (stream goodput at the receiver; best run)", THROUGHPUT, data, sizes,
+          lines)
+    table("Latency, round trip in us (p50; rsockets: mean of rstream; best run)", LATENCY, data,
+          lat_sizes, lines)
+
+    bw = lambda key: data.get(key, {}).get(GOAL_BW_SIZE)
+    lat = lambda key: data.get(key, {}).get(GOAL_LAT_SIZE)
+    sdp_bw = bw(("sdp-bench", "sdp", "throughput"))
+    sdp_lat = lat(("sdp-bench", "sdp", "rtt_p50"))
+    lines.append("Goals for SDP (this run):")
+    goal(lines, f"{size_text(GOAL_BW_SIZE)} throughput >= {GOAL_BW_VS_RAW} x raw send bandwidth",
+         sdp_bw, bw(("ib_send_bw", "verbs", "throughput")), ">=", GOAL_BW_VS_RAW, sdp_error)
+    goal(lines, f"{size_text(GOAL_BW_SIZE)} throughput >= rsockets (rstream)", sdp_bw,
+         bw(("rstream", "rsockets", "throughput")), ">=", GOAL_BW_VS_RSOCKETS, sdp_error)
+    goal(lines, f"{size_text(GOAL_LAT_SIZE)} ping-pong latency <= {GOAL_LAT_VS_RAW} x raw send latency",
+         sdp_lat, lat(("ib_send_lat", "verbs", "rtt_p50")), "<=", GOAL_LAT_VS_RAW, sdp_error)
+    runs = []
+    for key, name in THROUGHPUT:
+        if spread(samples, key, GOAL_BW_SIZE):
+            runs.append(f"{name} {spread(samples, key, GOAL_BW_SIZE)} MB/s")
+    if runs:
+        lines.append(f"  {size_text(GOAL_BW_SIZE)} throughput, every run: " + "; ".join(runs))
+    runs = []
+    for key, name in LATENCY:
+        if spread(samples, key, GOAL_LAT_SIZE):
+            runs.append(f"{name} {spread(samples, key, GOAL_LAT_SIZE)} us")
+    if runs:
+        lines.append(f"  {size_text(GOAL_LAT_SIZE)} round trip, every run: " + "; ".join(runs))
+    lines.append("")
+
+    pkts = []
+    for tool, fam, label in (("perftest", "verbs", "perftest"), ("rstream", "rsockets", "rstream"),
+                             ("sdp-bench", "inet", "TCP"), ("sdp-bench", "sdp", "SDP")):
+        v = data.get((tool, fam, "rxe_sent_pkts"), {}).get(0)
+        if v is not None:
+            pkts.append(f"{label} {v:.0f}")
+    if pkts:
+        lines.append("RDMA packets sent by rxe during each series: " + ", ".join(pkts))
+    other = [n for n in notes if n not in sdp_error]
+    if other:
+        lines.append("Problems with the reference measurements:")
+        lines.extend(f"  {n}" for n in other)
+    lines.append("")
+    plot(out_dir, THROUGHPUT, data, sizes, "MB/s (10^6 B/s)", "throughput",
+         "Stream throughput vs message size (Soft-RoCE, TCG guest)", lines)
+    plot(out_dir, LATENCY, data, lat_sizes, "round trip (us)", "latency",
+         "Ping-pong round trip vs message size (Soft-RoCE, TCG guest)", lines)
+    lines.append(f"results: {os.path.join(out_dir, 'results.csv')}")
+
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(out_dir, "report.txt"), "w") as f:
+        f.write(text)
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

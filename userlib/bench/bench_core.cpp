@@ -1,0 +1,538 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// sdp-bench: command line, protocol encoding, data pattern, statistics and
+// output formatting (see bench_core.h).
+#include "bench_core.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace sdp::bench {
+
+const char* family_name(Family f)
+{
+    switch (f) {
+    case Family::kInet:
+        return "inet";
+    case Family::kInet6:
+        return "inet6";
+    case Family::kSdp:
+        return "sdp";
+    }
+    return "?";
+}
+
+const char* mode_name(Mode m)
+{
+    switch (m) {
+    case Mode::kStream:
+        return "stream";
+    case Mode::kPingpong:
+        return "pingpong";
+    }
+    return "?";
+}
+
+const char* verified_name(Verified v)
+{
+    switch (v) {
+    case Verified::kOff:
+        return "off";
+    case Verified::kOk:
+        return "ok";
+    case Verified::kFailed:
+        return "FAILED";
+    }
+    return "?";
+}
+
+std::string usage()
+{
+    return "usage: sdp-bench server|client [options]\n"
+           "\n"
+           "  --family inet|inet6|sdp   address family (default inet); sdp is AF_INET_SDP\n"
+           "                            (the number in /sys/module/sdp/parameters/family,\n"
+           "                            else 27), with IPv4 or IPv6 addresses like TCP\n"
+           "  --addr A                  server: address to bind (default: any);\n"
+           "                            client: server address (default: loopback)\n"
+           "  --port P                  TCP-style port (default 18520; server: 0 picks one)\n"
+           "  --mode stream|pingpong    one-way goodput or round-trip latency (default stream)\n"
+           "  --sizes 64,1k,64k         message sizes, one run (connection) each (default 64k)\n"
+           "  --duration S              stream/pingpong: seconds per size (stream default 3)\n"
+           "  --bytes N                 stream: bytes per size instead of a duration\n"
+           "  --iterations N            pingpong: round trips per size (default 1000)\n"
+           "  --warmup N                pingpong: round trips not measured (default 10%,\n"
+           "                            at most 100)\n"
+           "  --async                   send/recv through io_uring (liburing)\n"
+           "  --verify                  send a pattern and check it on receipt\n"
+           "  --csv                     one CSV line per size (header first):\n"
+           "                            family,mode,size,throughput_MBps,msgs_per_s,p50_us,\n"
+           "                            p99_us,bytes,verified\n"
+           "  --quiet                   server: no line per run\n"
+           "  --connections N           server: exit after N runs (default: serve forever)\n"
+           "  --connect-timeout S       client: retry a refused connect this long (default 10)\n"
+           "\n"
+           "Stream goodput is measured by the receiver (the server) and sent back; MB is\n"
+           "10^6 bytes.  Ping-pong reports round-trip percentiles after the warm-up.\n"
+           "Exit status: 0 ok, 1 run failed (connection, I/O, verification), 2 usage.\n";
+}
+
+std::optional<std::uint64_t> parse_quantity(const std::string& text)
+{
+    if (text.empty() || text[0] < '0' || text[0] > '9')
+        return std::nullopt;
+    errno = 0;
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(text.c_str(), &end, 10);
+    if (errno != 0)
+        return std::nullopt;
+    std::string suffix(end);
+    unsigned shift = 0;
+    if (!suffix.empty()) {
+        switch (suffix[0]) {
+        case 'k':
+        case 'K':
+            shift = 10;
+            break;
+        case 'm':
+        case 'M':
+            shift = 20;
+            break;
+        case 'g':
+        case 'G':
+            shift = 30;
+            break;
+        default:
+            return std::nullopt;
+        }
+        suffix.erase(0, 1);
+        if (!suffix.empty() && suffix != "i" && suffix != "iB" && suffix != "B")
+            return std::nullopt;
+    }
+    if (n == 0 || n > (UINT64_MAX >> shift))
+        return std::nullopt;
+    return static_cast<std::uint64_t>(n) << shift;
+}
+
+std::optional<std::vector<std::uint32_t>> parse_sizes(const std::string& text)
+{
+    std::vector<std::uint32_t> sizes;
+    std::size_t pos = 0;
+    while (true) {
+        const std::size_t comma = text.find(',', pos);
+        const std::string item =
+            text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        const auto q = parse_quantity(item);
+        if (!q || *q >= (1ULL << 30))
+            return std::nullopt;
+        sizes.push_back(static_cast<std::uint32_t>(*q));
+        if (comma == std::string::npos)
+            break;
+        pos = comma + 1;
+    }
+    return sizes;
+}
+
+std::uint64_t default_warmup(std::uint64_t iterations)
+{
+    return std::min<std::uint64_t>(100, iterations / 10);
+}
+
+namespace {
+
+bool parse_seconds(const std::string& text, double& out)
+{
+    if (text.empty())
+        return false;
+    char* end = nullptr;
+    errno = 0;
+    const double v = std::strtod(text.c_str(), &end);
+    if (errno != 0 || *end != '\0' || !std::isfinite(v) || v <= 0)
+        return false;
+    out = v;
+    return true;
+}
+
+} // namespace
+
+ParseResult parse_args(int argc, const char* const* argv)
+{
+    ParseResult r;
+    Options& o = r.opts;
+    auto fail = [&r](const std::string& msg) {
+        r.ok = false;
+        r.error = msg;
+        return r;
+    };
+    if (argc < 2)
+        return fail("missing role: server or client");
+    const std::string role = argv[1];
+    if (role == "--help" || role == "-h") {
+        r.ok = true;
+        r.help = true;
+        return r;
+    }
+    if (role == "server")
+        o.role = Role::kServer;
+    else if (role == "client")
+        o.role = Role::kClient;
+    else
+        return fail("unknown role '" + role + "' (server or client)");
+
+    bool duration_given = false;
+    bool bytes_given = false;
+    bool iterations_given = false;
+    for (int i = 2; i < argc; i++) {
+        std::string arg = argv[i];
+        std::string value;
+        bool has_value = false;
+        const std::size_t eq = arg.find('=');
+        if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+            value = arg.substr(eq + 1);
+            arg.erase(eq);
+            has_value = true;
+        }
+        auto flag = [&](bool& field) {
+            if (has_value)
+                return false;
+            field = true;
+            return true;
+        };
+        // Options with an argument take it from "--opt=value" or the next word.
+        auto need = [&]() -> bool {
+            if (has_value)
+                return true;
+            if (i + 1 >= argc)
+                return false;
+            value = argv[++i];
+            return true;
+        };
+        if (arg == "--help" || arg == "-h") {
+            r.ok = true;
+            r.help = true;
+            return r;
+        }
+        if (arg == "--async") {
+            if (!flag(o.async))
+                return fail("--async takes no value");
+        } else if (arg == "--csv") {
+            if (!flag(o.csv))
+                return fail("--csv takes no value");
+        } else if (arg == "--verify") {
+            if (!flag(o.verify))
+                return fail("--verify takes no value");
+        } else if (arg == "--quiet") {
+            if (!flag(o.quiet))
+                return fail("--quiet takes no value");
+        } else if (arg == "--family" || arg == "--addr" || arg == "--port" || arg == "--mode" ||
+                   arg == "--sizes" || arg == "--duration" || arg == "--bytes" ||
+                   arg == "--iterations" || arg == "--warmup" || arg == "--connections" ||
+                   arg == "--connect-timeout") {
+            if (!need())
+                return fail(arg + " needs a value");
+            if (arg == "--family") {
+                if (value == "inet")
+                    o.family = Family::kInet;
+                else if (value == "inet6")
+                    o.family = Family::kInet6;
+                else if (value == "sdp")
+                    o.family = Family::kSdp;
+                else
+                    return fail("unknown family '" + value + "' (inet, inet6 or sdp)");
+            } else if (arg == "--addr") {
+                if (value.empty())
+                    return fail("--addr needs a value");
+                o.addr = value;
+            } else if (arg == "--port") {
+                char* end = nullptr;
+                errno = 0;
+                const unsigned long p = std::strtoul(value.c_str(), &end, 10);
+                if (value.empty() || *end != '\0' || errno != 0 || p > 65535 || value[0] == '-')
+                    return fail("bad port '" + value + "'");
+                o.port = static_cast<std::uint16_t>(p);
+            } else if (arg == "--mode") {
+                if (value == "stream")
+                    o.mode = Mode::kStream;
+                else if (value == "pingpong")
+                    o.mode = Mode::kPingpong;
+                else
+                    return fail("unknown mode '" + value + "' (stream or pingpong)");
+            } else if (arg == "--sizes") {
+                const auto s = parse_sizes(value);
+                if (!s)
+                    return fail("bad --sizes '" + value +
+                                "' (comma-separated sizes, e.g. 64,1k,64k; each below 1 GiB)");
+                o.sizes = *s;
+            } else if (arg == "--duration") {
+                if (!parse_seconds(value, o.duration_s))
+                    return fail("bad --duration '" + value + "' (positive seconds)");
+                duration_given = true;
+            } else if (arg == "--connect-timeout") {
+                if (!parse_seconds(value, o.connect_timeout_s))
+                    return fail("bad --connect-timeout '" + value + "' (positive seconds)");
+            } else if (arg == "--warmup" && value == "0") {
+                o.warmup = 0;
+                o.warmup_given = true;
+            } else {
+                const auto q = parse_quantity(value);
+                if (!q) {
+                    std::string msg = "bad " + arg;
+                    msg += " '" + value + "' (a positive number)";
+                    return fail(msg);
+                }
+                if (arg == "--bytes") {
+                    o.bytes = *q;
+                    bytes_given = true;
+                } else if (arg == "--iterations") {
+                    o.iterations = *q;
+                    iterations_given = true;
+                } else if (arg == "--warmup") {
+                    o.warmup = *q;
+                    o.warmup_given = true;
+                } else {
+                    o.connections = *q;
+                }
+            }
+        } else {
+            return fail("unknown option '" + arg + "'");
+        }
+    }
+
+    if (duration_given && bytes_given)
+        return fail("--duration and --bytes exclude each other");
+    if (o.mode == Mode::kPingpong && bytes_given)
+        return fail("--bytes is for --mode stream; ping-pong takes --iterations or --duration");
+    if (o.mode == Mode::kStream && (iterations_given || o.warmup_given))
+        return fail("--iterations and --warmup are for --mode pingpong");
+    if (duration_given && iterations_given)
+        return fail("--duration and --iterations exclude each other");
+    if (o.role == Role::kServer &&
+        (duration_given || bytes_given || iterations_given || o.warmup_given))
+        return fail("the client sets --duration, --bytes, --iterations and --warmup");
+    if (o.role == Role::kClient && o.port == 0)
+        return fail("the client needs a port other than 0");
+    if (o.mode == Mode::kStream && !duration_given && !bytes_given)
+        o.duration_s = kDefaultStreamDurationS;
+    if (o.mode == Mode::kPingpong && !duration_given && !iterations_given)
+        o.iterations = kDefaultIterations;
+    if (o.mode == Mode::kPingpong && !o.warmup_given)
+        o.warmup = o.iterations != 0 ? default_warmup(o.iterations) : 10;
+    r.ok = true;
+    return r;
+}
+
+// --- protocol ----------------------------------------------------------------
+
+namespace {
+
+void put32(std::uint8_t* p, std::uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = static_cast<std::uint8_t>(v >> (8 * i));
+}
+
+void put64(std::uint8_t* p, std::uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = static_cast<std::uint8_t>(v >> (8 * i));
+}
+
+std::uint32_t get32(const std::uint8_t* p)
+{
+    std::uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+std::uint64_t get64(const std::uint8_t* p)
+{
+    std::uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+} // namespace
+
+// magic(4) mode(1) flags(1) reserved(2) size(4) reserved(4) count(8)
+void encode_header(const Header& h, std::uint8_t out[kHeaderLen])
+{
+    std::memset(out, 0, kHeaderLen);
+    put32(out, kHeaderMagic);
+    out[4] = static_cast<std::uint8_t>(h.mode);
+    out[5] = h.flags;
+    put32(out + 8, h.size);
+    put64(out + 16, h.count);
+}
+
+std::optional<Header> decode_header(const std::uint8_t in[kHeaderLen], std::string& error)
+{
+    if (get32(in) != kHeaderMagic) {
+        error = "bad magic (not an sdp-bench client?)";
+        return std::nullopt;
+    }
+    Header h;
+    if (in[4] != static_cast<std::uint8_t>(Mode::kStream) &&
+        in[4] != static_cast<std::uint8_t>(Mode::kPingpong)) {
+        error = "unknown mode " + std::to_string(in[4]);
+        return std::nullopt;
+    }
+    h.mode = static_cast<Mode>(in[4]);
+    h.flags = in[5];
+    h.size = get32(in + 8);
+    h.count = get64(in + 16);
+    if (h.size == 0 || h.size >= (1U << 30)) {
+        error = "bad message size " + std::to_string(h.size);
+        return std::nullopt;
+    }
+    return h;
+}
+
+// magic(4) status(4) bytes(8) elapsed_ns(8) bad_offset(8)
+void encode_result(const Result& r, std::uint8_t out[kResultLen])
+{
+    put32(out, kResultMagic);
+    put32(out + 4, r.status);
+    put64(out + 8, r.bytes);
+    put64(out + 16, r.elapsed_ns);
+    put64(out + 24, r.bad_offset);
+}
+
+std::optional<Result> decode_result(const std::uint8_t in[kResultLen])
+{
+    if (get32(in) != kResultMagic)
+        return std::nullopt;
+    Result r;
+    r.status = get32(in + 4);
+    r.bytes = get64(in + 8);
+    r.elapsed_ns = get64(in + 16);
+    r.bad_offset = get64(in + 24);
+    return r;
+}
+
+// --- pattern -------------------------------------------------------------------
+
+namespace {
+
+// One 64-bit word per 8-byte block of the stream (splitmix64 finaliser).
+std::uint64_t pattern_word(std::uint64_t block)
+{
+    std::uint64_t z = block + 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+} // namespace
+
+std::uint8_t pattern_byte(std::uint64_t offset)
+{
+    return static_cast<std::uint8_t>(pattern_word(offset / 8) >> (8 * (offset % 8)));
+}
+
+void pattern_fill(std::uint8_t* buf, std::size_t len, std::uint64_t offset)
+{
+    std::size_t i = 0;
+    while (i < len && (offset + i) % 8 != 0) {
+        buf[i] = pattern_byte(offset + i);
+        i++;
+    }
+    for (; i + 8 <= len; i += 8) {
+        const std::uint64_t w = pattern_word((offset + i) / 8);
+        put64(buf + i, w);
+    }
+    for (; i < len; i++)
+        buf[i] = pattern_byte(offset + i);
+}
+
+std::size_t pattern_check(const std::uint8_t* buf, std::size_t len, std::uint64_t offset)
+{
+    std::size_t i = 0;
+    while (i < len && (offset + i) % 8 != 0) {
+        if (buf[i] != pattern_byte(offset + i))
+            return i;
+        i++;
+    }
+    for (; i + 8 <= len; i += 8) {
+        if (get64(buf + i) != pattern_word((offset + i) / 8))
+            break;
+    }
+    for (; i < len; i++) {
+        if (buf[i] != pattern_byte(offset + i))
+            return i;
+    }
+    return len;
+}
+
+// --- statistics and output ---------------------------------------------------------
+
+double percentile(std::vector<double> samples, double p)
+{
+    if (samples.empty())
+        return 0;
+    std::sort(samples.begin(), samples.end());
+    p = std::clamp(p, 0.0, 100.0);
+    // Nearest rank: the smallest sample with at least p% of the samples at or
+    // below it.
+    const double rank = std::ceil(p / 100.0 * static_cast<double>(samples.size()));
+    std::size_t idx = rank < 1 ? 0 : static_cast<std::size_t>(rank) - 1;
+    idx = std::min(idx, samples.size() - 1);
+    return samples[idx];
+}
+
+std::string csv_header()
+{
+    return "family,mode,size,throughput_MBps,msgs_per_s,p50_us,p99_us,bytes,verified";
+}
+
+namespace {
+
+std::string fmt(const char* format, double v)
+{
+    char buf[64];
+    std::snprintf(buf, sizeof buf, format, v);
+    return buf;
+}
+
+} // namespace
+
+std::string format_csv(const Measurement& m)
+{
+    std::string s;
+    s += family_name(m.family);
+    s += ',';
+    s += mode_name(m.mode);
+    s += ',' + std::to_string(m.size);
+    s += ',' + fmt("%.3f", m.throughput_MBps);
+    s += ',' + fmt("%.1f", m.msgs_per_s);
+    s += ',' + (m.p50_us ? fmt("%.2f", *m.p50_us) : std::string());
+    s += ',' + (m.p99_us ? fmt("%.2f", *m.p99_us) : std::string());
+    s += ',' + std::to_string(m.bytes);
+    s += ',';
+    s += verified_name(m.verified);
+    return s;
+}
+
+std::string format_human(const Measurement& m, double seconds)
+{
+    std::string s = std::string(family_name(m.family)) + " " + mode_name(m.mode) + " " +
+                    std::to_string(m.size) + " B: ";
+    if (m.mode == Mode::kStream) {
+        s += fmt("%.2f MB/s, ", m.throughput_MBps) + fmt("%.0f msg/s, ", m.msgs_per_s) +
+             std::to_string(m.bytes) + " bytes in " + fmt("%.2f s", seconds) + " (at the receiver)";
+    } else {
+        s += "round trip p50 " + fmt("%.2f us", m.p50_us.value_or(0)) + ", p99 " +
+             fmt("%.2f us", m.p99_us.value_or(0)) + ", " +
+             fmt("%.0f round trips/s, ", m.msgs_per_s) +
+             fmt("%.2f MB/s each way", m.throughput_MBps);
+    }
+    s += std::string(", verify ") + verified_name(m.verified);
+    return s;
+}
+
+} // namespace sdp::bench
