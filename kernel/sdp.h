@@ -58,6 +58,12 @@ struct sdp_buf {
  * order; rx entries [read, done) hold received messages not yet consumed by
  * the reader; tx entries [post, tail) are filled and wait to be posted.
  * Counters run free; index = counter % count.
+ *
+ * The receive ring posts through a level of indirection: its counters
+ * number slots (SDP_RX_SLOTS_PER_BUF per buffer), and a slot names the
+ * buffer posted in it.  A buffer whose message carried no payload (a credit
+ * update, DisConn) goes back to the free list at once, even behind unread
+ * data, so unread data never keeps control messages from being received.
  */
 struct sdp_ring {
 	struct sdp_buf *bufs;
@@ -66,7 +72,14 @@ struct sdp_ring {
 	u32 done;
 	u32 post;
 	u32 tail;
+	/* receive ring only */
+	struct sdp_buf **slots;
+	u32 nslots;
+	struct sdp_buf **free;
+	u32 nfree;
 };
+
+#define SDP_RX_SLOTS_PER_BUF 4
 
 static inline struct sdp_buf *sdp_ring_buf(struct sdp_ring *r, u32 n)
 {
@@ -235,6 +248,8 @@ void sdp_destroy_work(struct work_struct *work);
 
 /* sdp_rx.c */
 int sdp_post_recvs(struct sock *sk);
+int sdp_rx_ring_init(struct sdp_ring *rx);
+void sdp_rx_ring_fini(struct sdp_ring *rx);
 void sdp_rx_complete(struct sock *sk, struct ib_wc *wc);
 int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags);
 u32 sdp_rx_posted(struct sdp_sock *ssk);

@@ -64,9 +64,10 @@ static int sdp_sockets_show(struct seq_file *seq, void *v)
 	char local[64], remote[64];
 	int sl = 0;
 
-	seq_printf(seq, "%4s %-45s %-45s %-11s %-8s %-8s %-5s %s\n", "sl",
+	seq_printf(seq, "%4s %-45s %-45s %-11s %-8s %-8s %-5s %-8s %s\n", "sl",
 		   "local_address", "remote_address", "st", "tx_queue",
-		   "rx_queue", "uid", "inode");
+		   "rx_queue", "uid", "inode",
+		   "credits rx_posted rx_unread tx_queued tx_posted ctl_posted");
 	spin_lock_bh(&sdp_sock_list_lock);
 	list_for_each_entry(ssk, &sdp_sock_list, list_node) {
 		struct sock *sk = &ssk->sk;
@@ -81,7 +82,7 @@ static int sdp_sockets_show(struct seq_file *seq, void *v)
 		else
 			strscpy(remote, ssk->local.ss_family == AF_INET6 ?
 				"[::]:0" : "0.0.0.0:0", sizeof(remote));
-		seq_printf(seq, "%3d: %-45s %-45s %-11s %-8llu %-8llu %-5u %lu\n",
+		seq_printf(seq, "%3d: %-45s %-45s %-11s %-8llu %-8llu %-5u %-8lu %u %u %u %u %u %u\n",
 			   sl++, local, remote,
 			   state < ARRAY_SIZE(sdp_state_names) &&
 				   sdp_state_names[state] ?
@@ -89,7 +90,16 @@ static int sdp_sockets_show(struct seq_file *seq, void *v)
 			   READ_ONCE(ssk->snd_queued) - READ_ONCE(ssk->snd_acked),
 			   READ_ONCE(ssk->rcv_nxt) - READ_ONCE(ssk->copied_seq),
 			   from_kuid_munged(seq_user_ns(seq), sock_i_uid(sk)),
-			   sock_i_ino(sk));
+			   sock_i_ino(sk),
+			   /* Flow-control snapshot, read without the socket
+			    * lock: for diagnosis, may be a moment stale.
+			    */
+			   sdp_core_tx_credits(&ssk->core),
+			   READ_ONCE(ssk->rx.post) - READ_ONCE(ssk->rx.done),
+			   READ_ONCE(ssk->rx.done) - READ_ONCE(ssk->rx.read),
+			   READ_ONCE(ssk->tx.tail) - READ_ONCE(ssk->tx.post),
+			   READ_ONCE(ssk->tx.post) - READ_ONCE(ssk->tx.done),
+			   READ_ONCE(ssk->ctl.post) - READ_ONCE(ssk->ctl.done));
 	}
 	spin_unlock_bh(&sdp_sock_list_lock);
 	return 0;

@@ -148,6 +148,8 @@ int sdp_create_resources(struct sock *sk, struct rdma_cm_id *id)
 	err = sdp_ring_alloc(dev, &ssk->rx, rx_count, ssk->buf_size,
 			     DMA_FROM_DEVICE);
 	if (!err)
+		err = sdp_rx_ring_init(&ssk->rx);
+	if (!err)
 		err = sdp_ring_alloc(dev, &ssk->tx, tx_count, ssk->buf_size,
 				     DMA_TO_DEVICE);
 	if (!err)
@@ -194,6 +196,7 @@ void sdp_free_rdma(struct sock *sk, struct rdma_cm_id *id)
 	}
 	cancel_work_sync(&ssk->cq_work);
 	if (dev) {
+		sdp_rx_ring_fini(&ssk->rx);
 		sdp_ring_free(dev, &ssk->rx, ssk->buf_size, DMA_FROM_DEVICE);
 		sdp_ring_free(dev, &ssk->tx, ssk->buf_size, DMA_TO_DEVICE);
 		sdp_ring_free(dev, &ssk->ctl, SDP_CTL_BUF_SIZE, DMA_TO_DEVICE);

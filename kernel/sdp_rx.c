@@ -10,6 +10,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/signal.h>
+#include <linux/slab.h>
 #include <linux/uio.h>
 
 #include "sdp.h"
@@ -20,6 +21,41 @@ u32 sdp_rx_posted(struct sdp_sock *ssk)
 	return ssk->rx.post - ssk->rx.done;
 }
 
+static struct sdp_buf **sdp_rx_slot(struct sdp_ring *rx, u32 n)
+{
+	return &rx->slots[n % rx->nslots];
+}
+
+int sdp_rx_ring_init(struct sdp_ring *rx)
+{
+	u32 i;
+
+	rx->nslots = rx->count * SDP_RX_SLOTS_PER_BUF;
+	rx->slots = kcalloc(rx->nslots, sizeof(*rx->slots), GFP_KERNEL);
+	rx->free = kcalloc(rx->count, sizeof(*rx->free), GFP_KERNEL);
+	if (!rx->slots || !rx->free)
+		return -ENOMEM;
+	for (i = 0; i < rx->count; i++)
+		rx->free[i] = &rx->bufs[i];
+	rx->nfree = rx->count;
+	return 0;
+}
+
+void sdp_rx_ring_fini(struct sdp_ring *rx)
+{
+	kfree(rx->slots);
+	kfree(rx->free);
+	rx->slots = NULL;
+	rx->free = NULL;
+	rx->nslots = 0;
+	rx->nfree = 0;
+}
+
+static void sdp_rx_put_free(struct sdp_ring *rx, struct sdp_buf *b)
+{
+	rx->free[rx->nfree++] = b;
+}
+
 /* Post every free receive buffer. */
 int sdp_post_recvs(struct sock *sk)
 {
@@ -27,8 +63,8 @@ int sdp_post_recvs(struct sock *sk)
 	struct sdp_ring *rx = &ssk->rx;
 	struct ib_device *dev = ssk->pd->device;
 
-	while (rx->post - rx->read < rx->count) {
-		struct sdp_buf *b = sdp_ring_buf(rx, rx->post);
+	while (rx->nfree && rx->post - rx->read < rx->nslots) {
+		struct sdp_buf *b = rx->free[rx->nfree - 1];
 		struct ib_sge sge = {
 			.addr = b->dma,
 			.length = ssk->buf_size,
@@ -50,6 +86,8 @@ int sdp_post_recvs(struct sock *sk)
 			pr_warn_ratelimited("ib_post_recv failed: %d\n", err);
 			return err;
 		}
+		rx->nfree--;
+		*sdp_rx_slot(rx, rx->post) = b;
 		rx->post++;
 	}
 	return 0;
@@ -61,10 +99,14 @@ static void sdp_rx_release_read(struct sdp_sock *ssk)
 	struct sdp_ring *rx = &ssk->rx;
 
 	while (rx->read != rx->done) {
-		struct sdp_buf *b = sdp_ring_buf(rx, rx->read);
+		struct sdp_buf **slot = sdp_rx_slot(rx, rx->read);
 
-		if (b->off != b->end)
-			break;
+		if (*slot) {
+			if ((*slot)->off != (*slot)->end)
+				break;
+			sdp_rx_put_free(rx, *slot);
+			*slot = NULL;
+		}
 		rx->read++;
 	}
 }
@@ -98,7 +140,7 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 		ssk->qp_error = true;
 		return;
 	}
-	b = sdp_ring_buf(rx, rx->done);
+	b = *sdp_rx_slot(rx, rx->done);
 	rx->done++;
 	b->off = 0;
 	b->end = 0;
@@ -159,6 +201,11 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 		break;
 	}
 consumed:
+	if (b->off == b->end) {
+		/* Nothing for the reader: the buffer is free again now. */
+		sdp_rx_put_free(rx, b);
+		*sdp_rx_slot(rx, rx->done - 1) = NULL;
+	}
 	sdp_rx_release_read(ssk);
 }
 
@@ -196,9 +243,12 @@ static struct sdp_buf *sdp_rx_find(struct sdp_sock *ssk, u64 skip, u32 *off)
 	u32 n;
 
 	for (n = ssk->rx.read; n != ssk->rx.done; n++) {
-		struct sdp_buf *b = sdp_ring_buf(&ssk->rx, n);
-		u32 avail = b->end - b->off;
+		struct sdp_buf *b = *sdp_rx_slot(&ssk->rx, n);
+		u32 avail;
 
+		if (!b)
+			continue;
+		avail = b->end - b->off;
 		if (skip < avail) {
 			*off = (u32)skip;
 			return b;

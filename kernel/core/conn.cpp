@@ -257,6 +257,20 @@ int Connection::control_due(u32 tx_queued, u16 posted_rx) const
     constexpr u32 kBothClosed = SDP_CS_DISCONN_SENT | SDP_CS_DISCONN_RCVD;
     if ((state_ & kBothClosed) == kBothClosed)
         return 0;
+    // The last credit is kept for the one update that can always unblock the
+    // peer: when the peer cannot send data (its credits, as far as we know,
+    // are at or below the reserve) and our posted buffers would let it.
+    // Spent earlier, on an update that messages still in flight from the
+    // peer make stale, it would leave us unable to speak while the peer
+    // waits for credits and its reader waits for its writer (an echo server
+    // with a full receive ring).  With the peer unable to send data, nothing
+    // but control messages can be in flight from it, so this update's
+    // acknowledgement and advertisement are as good as final.
+    if (credits_.tx_credits() == 1 &&
+        !(credits_.remote_credits() <= CreditLedger::kControlReserve &&
+          posted_rx > CreditLedger::kControlReserve &&
+          posted_rx > credits_.remote_credits()))
+        return 0;
     // Queued data does not stand in for the update: the host asks after
     // posting what may go, so data still queued here is held (Nagle, cork)
     // or blocked, and a corked sender must still release a blocked peer.
