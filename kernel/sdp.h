@@ -35,6 +35,7 @@ extern int sysctl_sdp_ring_max;	      /* buffers per ring, at most */
 extern int sysctl_sdp_inline_thresh;  /* inline sends up to this many bytes */
 extern int sysctl_sdp_fin_timeout_ms; /* closed socket waits this for the peer */
 extern int sysctl_sdp_connect_timeout_ms;
+extern int sysctl_sdp_recv_poll_us;   /* recv busy-polls the CQ this long */
 
 /* ---- rings ------------------------------------------------------------------ */
 
@@ -122,6 +123,7 @@ struct sdp_sock {
 	bool orphan_teardown;
 	bool abort_pending;   /* AbortConn posted: disconnect on completion */
 	bool established_once;
+	bool busy_polling; /* a reader polls the CQ: no completion work */
 
 	/* Stream positions (bytes), for SIOCINQ/SIOCOUTQ and urgent data. */
 	u64 rcv_nxt;	/* in-band bytes received */
@@ -241,8 +243,8 @@ int sdp_create_resources(struct sock *sk, struct rdma_cm_id *id);
 void sdp_destroy_resources(struct sock *sk);
 void sdp_free_rdma(struct sock *sk, struct rdma_cm_id *id);
 void sdp_cq_work(struct work_struct *work);
-bool sdp_poll_cq(struct sock *sk);
-void sdp_process_completions(struct sock *sk);
+bool sdp_poll_cq(struct sock *sk, bool arm);
+void sdp_process_completions(struct sock *sk, bool arm);
 void sdp_schedule_destroy(struct sock *sk);
 void sdp_destroy_work(struct work_struct *work);
 

@@ -228,7 +228,7 @@ static void sdp_cm_disconnected(struct sock *sk)
 	unsigned int cs;
 
 	/* What the peer sent before it disconnected comes first. */
-	while (!sdp_poll_cq(sk))
+	while (!sdp_poll_cq(sk, true))
 		;
 	cs = sdp_core_state(&ssk->core);
 	ssk->qp_error = true;

@@ -12,6 +12,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/delay.h>
 #include <linux/slab.h>
 
 #include "sdp.h"
@@ -77,7 +78,9 @@ static void sdp_cq_comp_handler(struct ib_cq *cq, void *ctx)
 {
 	struct sock *sk = ctx;
 
-	queue_work(sdp_wq, &sdp_sk(sk)->cq_work);
+	/* A reader busy-polling the CQ handles it; see sdp_rx_busy_poll(). */
+	if (!READ_ONCE(sdp_sk(sk)->busy_polling))
+		queue_work(sdp_wq, &sdp_sk(sk)->cq_work);
 }
 
 static void sdp_cq_event_handler(struct ib_event *ev, void *ctx)
@@ -174,6 +177,26 @@ fail:
 }
 
 /*
+ * Soft-RoCE may finish a destroyed QP's cleanup a little later (it waits
+ * for packets in flight), and until then its CQ counts as in use: retry
+ * for up to two seconds.  A CQ that still cannot go keeps a reference on
+ * the socket forever, so its handler never sees freed memory.
+ */
+static void sdp_destroy_cq(struct sock *sk, struct ib_cq *cq)
+{
+	int i, err = 0;
+
+	for (i = 0; i < 100; i++) {
+		err = ib_destroy_cq_user(cq, NULL);
+		if (!err)
+			return;
+		msleep(20);
+	}
+	pr_err("destroying a completion queue failed (%d); leaking it\n", err);
+	sock_hold(sk);
+}
+
+/*
  * Free what sdp_create_resources() made.  Called without the socket lock
  * (the completion work takes it) and with res_lock held, after the CM id was
  * detached from the socket, so nothing else touches these fields.
@@ -191,7 +214,7 @@ void sdp_free_rdma(struct sock *sk, struct rdma_cm_id *id)
 	}
 	cancel_work_sync(&ssk->cq_work);
 	if (ssk->cq) {
-		ib_destroy_cq(ssk->cq);
+		sdp_destroy_cq(sk, ssk->cq);
 		ssk->cq = NULL;
 	}
 	cancel_work_sync(&ssk->cq_work);
@@ -290,7 +313,7 @@ static void sdp_wc_error(struct sock *sk, struct ib_wc *wc)
  * the peer sent last (a DisConn may sit in the CQ when DISCONNECTED comes).
  * Returns false if the budget ran out with completions left.
  */
-bool sdp_poll_cq(struct sock *sk)
+bool sdp_poll_cq(struct sock *sk, bool arm)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct ib_wc wc[SDP_CQ_BATCH];
@@ -301,8 +324,8 @@ bool sdp_poll_cq(struct sock *sk)
 	for (;;) {
 		n = ib_poll_cq(ssk->cq, SDP_CQ_BATCH, wc);
 		if (n <= 0) {
-			if (ib_req_notify_cq(ssk->cq, IB_CQ_NEXT_COMP |
-					     IB_CQ_REPORT_MISSED_EVENTS) > 0)
+			if (arm && ib_req_notify_cq(ssk->cq, IB_CQ_NEXT_COMP |
+						    IB_CQ_REPORT_MISSED_EVENTS) > 0)
 				continue;
 			break;
 		}
@@ -331,14 +354,14 @@ bool sdp_poll_cq(struct sock *sk)
  * receive buffers, send what became sendable, end the connection once both
  * DisConns are through.  Socket lock held.
  */
-void sdp_process_completions(struct sock *sk)
+void sdp_process_completions(struct sock *sk, bool arm)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 
 	if (!ssk->res_ready)
 		return;
 	/* Out of budget: let the user side in, come back for the rest. */
-	if (!sdp_poll_cq(sk))
+	if (!sdp_poll_cq(sk, arm))
 		queue_work(sdp_wq, &ssk->cq_work);
 	if (ssk->res_ready && !ssk->qp_error) {
 		sdp_post_recvs(sk);
@@ -353,6 +376,6 @@ void sdp_cq_work(struct work_struct *work)
 	struct sock *sk = &ssk->sk;
 
 	lock_sock(sk);
-	sdp_process_completions(sk);
+	sdp_process_completions(sk, true);
 	release_sock(sk);
 }

@@ -9,6 +9,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/sched/clock.h>
 #include <linux/signal.h>
 #include <linux/slab.h>
 #include <linux/uio.h>
@@ -111,10 +112,10 @@ static void sdp_rx_release_read(struct sdp_sock *ssk)
 	}
 }
 
-static void sdp_rx_urgent(struct sock *sk, struct sdp_buf *b)
+/* The last byte of the message just added at the end of b is urgent. */
+static void sdp_rx_urgent(struct sock *sk, struct sdp_buf *b, u32 inband)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
-	u32 inband = b->end - b->off;
 
 	ssk->urg_byte = ((u8 *)b->data)[b->end - 1];
 	/* Position of the urgent byte in the in-band stream; out of line it
@@ -125,6 +126,40 @@ static void sdp_rx_urgent(struct sock *sk, struct sdp_buf *b)
 		b->end--;
 	WRITE_ONCE(ssk->urg_state, SDP_URG_VALID);
 	sk_send_sigurg(sk);
+}
+
+/*
+ * A small message joins the unread data of the previous one when it fits:
+ * its buffer is re-posted at once instead of waiting for the reader.
+ * Credits count messages, not bytes; without this, a peer writing small
+ * pieces to a reader that does not read yet would run out of credits after
+ * a handful of bytes where TCP's byte window still has room.  Returns the
+ * buffer now holding the message's payload at its end.
+ */
+static struct sdp_buf *sdp_rx_coalesce(struct sdp_sock *ssk, struct sdp_buf *b)
+{
+	struct sdp_ring *rx = &ssk->rx;
+	u32 len = b->end - b->off;
+	struct sdp_buf *prev = NULL;
+	u32 n;
+
+	if (len > ssk->buf_size / 8)
+		return b;
+	/* The newest unread data buffer before this one (slots between it and
+	 * this one hold no data).
+	 */
+	for (n = rx->done - 1; n != rx->read;) {
+		n--;
+		prev = *sdp_rx_slot(rx, n);
+		if (prev)
+			break;
+	}
+	if (!prev || prev->off == prev->end || prev->end + len > ssk->buf_size)
+		return b;
+	memcpy((u8 *)prev->data + prev->end, (u8 *)b->data + b->off, len);
+	prev->end += len;
+	b->off = b->end; /* empty: freed and re-posted by the caller */
+	return prev;
 }
 
 void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
@@ -173,9 +208,17 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 		}
 		b->off = msg.payload_off;
 		b->end = msg.payload_off + msg.payload_len;
-		if (msg.urgent)
-			sdp_rx_urgent(sk, b);
-		WRITE_ONCE(ssk->rcv_nxt, ssk->rcv_nxt + (b->end - b->off));
+		{
+			struct sdp_buf *holder = sdp_rx_coalesce(ssk, b);
+			u32 inband = msg.payload_len;
+
+			if (msg.urgent) {
+				sdp_rx_urgent(sk, holder, msg.payload_len);
+				if (!sock_flag(sk, SOCK_URGINLINE))
+					inband--;
+			}
+			WRITE_ONCE(ssk->rcv_nxt, ssk->rcv_nxt + inband);
+		}
 		SDP_ADD(SDP_CNT_RX_BYTES, msg.payload_len);
 		sk->sk_data_ready(sk);
 		break;
@@ -267,6 +310,51 @@ static void sdp_rx_refill(struct sock *sk)
 		return;
 	sdp_post_recvs(sk);
 	sdp_push(sk, 0);
+}
+
+/*
+ * Before sleeping, poll the completion queue for a while (net.sdp.
+ * recv_poll_us, as OFED SDP's recv_poll): a message that arrives meanwhile
+ * is handled here, without the interrupt -> work item -> wake-up round
+ * trip that dominates small-message latency.  Returns true if there is
+ * something new to look at.  The socket lock is dropped between polls so
+ * other threads on the socket, and the completion work, get in.
+ */
+static bool sdp_rx_busy_poll(struct sock *sk, u64 seq)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	unsigned int poll_us = READ_ONCE(sysctl_sdp_recv_poll_us);
+	bool found = false;
+	u64 end;
+
+	if (!poll_us || !ssk->res_ready || !sdp_established(sk))
+		return false;
+	end = local_clock() + (u64)poll_us * NSEC_PER_USEC;
+	WRITE_ONCE(ssk->busy_polling, true);
+	for (;;) {
+		sdp_process_completions(sk, false);
+		if (ssk->rcv_nxt != seq || sk->sk_err ||
+		    (sk->sk_shutdown & RCV_SHUTDOWN) || !ssk->res_ready ||
+		    ssk->urg_state == SDP_URG_VALID) {
+			found = true;
+			break;
+		}
+		if (local_clock() >= end || signal_pending(current))
+			break;
+		release_sock(sk);
+		if (need_resched())
+			schedule();
+		else
+			cpu_relax();
+		lock_sock(sk);
+	}
+	/* Completions that came while the handler left them to us are
+	 * picked up here, and the CQ is armed again.
+	 */
+	WRITE_ONCE(ssk->busy_polling, false);
+	smp_mb();
+	sdp_process_completions(sk, true);
+	return found || ssk->rcv_nxt != seq;
 }
 
 int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
@@ -378,6 +466,8 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 		}
 		/* Give the peer the buffers freed so far before sleeping. */
 		sdp_rx_refill(sk);
+		if (sdp_rx_busy_poll(sk, peek ? peek_seq : ssk->copied_seq))
+			continue;
 		{
 			DEFINE_WAIT_FUNC(wait, woken_wake_function);
 

@@ -377,7 +377,7 @@ static int sdp_getname(struct socket *sock, struct sockaddr *uaddr, int peer)
 
 	lock_sock(sk);
 	/* The state as of the completions already delivered. */
-	sdp_process_completions(sk);
+	sdp_process_completions(sk, true);
 	if (peer && (!sdp_addr_port(&ssk->remote) ||
 		     ((1 << sk->sk_state) & (TCPF_CLOSE | TCPF_SYN_SENT)))) {
 		release_sock(sk);

@@ -9,12 +9,13 @@
 #include "sdp.h"
 #include "sdp_wire.h"
 
-int sysctl_sdp_buf_size = 16384;
+int sysctl_sdp_buf_size = 65536;
 int sysctl_sdp_ring_min = 4;
 int sysctl_sdp_ring_max = 256;
 int sysctl_sdp_inline_thresh = 256;
 int sysctl_sdp_fin_timeout_ms = 30000;
 int sysctl_sdp_connect_timeout_ms = 5000;
+int sysctl_sdp_recv_poll_us = 100;
 
 static int sdp_buf_min = 1024;
 static int sdp_buf_max = 262144;
@@ -24,6 +25,7 @@ static int sdp_zero;
 static int sdp_inline_max = 1024;
 static int sdp_ms_min = 100;
 static int sdp_ms_max = 600000;
+static int sdp_poll_max = 100000;
 
 static struct ctl_table sdp_sysctl_table[] = {
 	{
@@ -79,6 +81,15 @@ static struct ctl_table sdp_sysctl_table[] = {
 		.proc_handler = proc_dointvec_minmax,
 		.extra1 = &sdp_ms_min,
 		.extra2 = &sdp_ms_max,
+	},
+	{
+		.procname = "recv_poll_us",
+		.data = &sysctl_sdp_recv_poll_us,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_zero,
+		.extra2 = &sdp_poll_max,
 	},
 #if LINUX_VERSION_CODE < KERNEL_VERSION(6, 6, 0)
 	{}
