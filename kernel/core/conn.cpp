@@ -268,8 +268,7 @@ int Connection::control_due(u32 tx_queued, u16 posted_rx) const
     // acknowledgement and advertisement are as good as final.
     if (credits_.tx_credits() == 1 &&
         !(credits_.remote_credits() <= CreditLedger::kControlReserve &&
-          posted_rx > CreditLedger::kControlReserve &&
-          posted_rx > credits_.remote_credits()))
+          posted_rx > CreditLedger::kControlReserve && posted_rx > credits_.remote_credits()))
         return 0;
     // Queued data does not stand in for the update: the host asks after
     // posting what may go, so data still queued here is held (Nagle, cork)

@@ -169,8 +169,7 @@ unsigned long long inode_of(int fd)
 }
 
 // Poll until pred() holds or the deadline passes.
-template <typename Pred>
-bool eventually(Pred pred, int seconds = 20)
+template <typename Pred> bool eventually(Pred pred, int seconds = 20)
 {
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
     while (std::chrono::steady_clock::now() < end) {
@@ -214,8 +213,8 @@ TEST(ProcNetSdp, ListsListenerAndBothEndsWithQueues)
     sockaddr_in client_addr{};
     socklen_t len = sizeof(client_addr);
     getsockname(p.client.get(), reinterpret_cast<sockaddr*>(&client_addr), &len);
-    const std::string client_ep = std::string(kAddrA) + ":" +
-                                  std::to_string(ntohs(client_addr.sin_port));
+    const std::string client_ep =
+        std::string(kAddrA) + ":" + std::to_string(ntohs(client_addr.sin_port));
     bool saw_listener = false, saw_client = false, saw_server = false;
     for (const auto& l : proc_sockets()) {
         if (l.inode == inode_of(p.listener.get())) {
@@ -235,7 +234,8 @@ TEST(ProcNetSdp, ListsListenerAndBothEndsWithQueues)
             EXPECT_EQ(l.state, "ESTABLISHED");
         }
     }
-    EXPECT_TRUE(saw_listener && saw_client && saw_server) << read_file("/proc/net/sdp").value_or("");
+    EXPECT_TRUE(saw_listener && saw_client && saw_server)
+        << read_file("/proc/net/sdp").value_or("");
     // No kernel pointers: every field is an address, a name or a number.
     EXPECT_EQ(read_file("/proc/net/sdp").value_or("").find("ffff"), std::string::npos);
 }
@@ -256,7 +256,8 @@ TEST(ProcNetSdp, ShutdownStatesAreReported)
                 server_state = l.state;
         }
         return client_state == "FIN_WAIT2" && server_state == "CLOSE_WAIT";
-    })) << client_state << " / " << server_state;
+    })) << client_state
+        << " / " << server_state;
 }
 
 TEST(Counters, ConnectionsMessagesAndBytesAreCounted)
