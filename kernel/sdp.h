@@ -94,6 +94,17 @@ enum sdp_wr_ring { SDP_WR_RX = 1, SDP_WR_TX = 2, SDP_WR_CTL = 3 };
 
 #define SDP_CTL_RING 8 /* control messages: DisConn, credit updates, aborts */
 
+/* RDMA resources of one connection, taken from the socket for teardown. */
+struct sdp_res {
+	struct ib_pd *pd;
+	struct ib_cq *cq;
+	struct ib_qp *qp;
+	struct sdp_ring rx;
+	struct sdp_ring tx;
+	struct sdp_ring ctl;
+	u32 buf_size;
+};
+
 /* ---- the socket --------------------------------------------------------- */
 
 enum sdp_urg { SDP_URG_NONE, SDP_URG_VALID, SDP_URG_READ };
@@ -241,7 +252,8 @@ void sdp_fin_timeout_work(struct work_struct *work);
 /* sdp_qp.c */
 int sdp_create_resources(struct sock *sk, struct rdma_cm_id *id);
 void sdp_destroy_resources(struct sock *sk);
-void sdp_free_rdma(struct sock *sk, struct rdma_cm_id *id);
+void sdp_claim_rdma(struct sock *sk, struct sdp_res *res);
+void sdp_free_rdma(struct sock *sk, struct rdma_cm_id *id, struct sdp_res *res);
 void sdp_cq_work(struct work_struct *work);
 bool sdp_poll_cq(struct sock *sk, bool arm);
 void sdp_process_completions(struct sock *sk, bool arm);

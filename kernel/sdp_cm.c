@@ -79,6 +79,7 @@ static int sdp_cm_detach(struct sock *sk, struct rdma_cm_id *id)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct sock *parent;
+	struct sdp_res res;
 
 	mutex_lock(&ssk->res_lock);
 	lock_sock(sk);
@@ -89,8 +90,9 @@ static int sdp_cm_detach(struct sock *sk, struct rdma_cm_id *id)
 	}
 	ssk->cm_id = NULL;
 	ssk->cm_gone = true;
+	sdp_claim_rdma(sk, &res);
 	release_sock(sk);
-	sdp_free_rdma(sk, id);
+	sdp_free_rdma(sk, id, &res);
 	mutex_unlock(&ssk->res_lock);
 
 	/* A connection that died before accept() has nobody else to free it. */

@@ -197,37 +197,66 @@ static void sdp_destroy_cq(struct sock *sk, struct ib_cq *cq)
 }
 
 /*
- * Free what sdp_create_resources() made.  Called without the socket lock
- * (the completion work takes it) and with res_lock held, after the CM id was
- * detached from the socket, so nothing else touches these fields.
+ * Take the RDMA resources away from the socket: under the socket lock, so
+ * from here on every socket call sees res_ready false and no QP, CQ or
+ * rings, while sdp_free_rdma() frees them without the lock.  A new
+ * connection attempt on the same socket may then build new resources at
+ * the same time without the two ever sharing a field.
  */
-void sdp_free_rdma(struct sock *sk, struct rdma_cm_id *id)
+void sdp_claim_rdma(struct sock *sk, struct sdp_res *res)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	res->pd = ssk->pd;
+	res->cq = ssk->cq;
+	res->qp = ssk->qp;
+	res->rx = ssk->rx;
+	res->tx = ssk->tx;
+	res->ctl = ssk->ctl;
+	res->buf_size = ssk->buf_size;
+	ssk->pd = NULL;
+	ssk->cq = NULL;
+	ssk->qp = NULL;
+	memset(&ssk->rx, 0, sizeof(ssk->rx));
+	memset(&ssk->tx, 0, sizeof(ssk->tx));
+	memset(&ssk->ctl, 0, sizeof(ssk->ctl));
+	if (ssk->res_ready) {
+		WRITE_ONCE(ssk->res_ready, false);
+		WRITE_ONCE(ssk->qp_error, true);
+		/* Unread data went with the receive ring. */
+		WRITE_ONCE(ssk->rcv_nxt, ssk->copied_seq);
+		WRITE_ONCE(ssk->snd_acked, ssk->snd_queued);
+	}
+}
+
+/*
+ * Free resources sdp_claim_rdma() took.  Called without the socket lock
+ * (the completion work takes it) and with res_lock held.
+ */
+void sdp_free_rdma(struct sock *sk, struct rdma_cm_id *id, struct sdp_res *res)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct ib_device *dev = id->device;
 
-	WRITE_ONCE(ssk->res_ready, false);
-	if (ssk->qp) {
+	if (res->qp) {
 		/* After this the HCA touches none of the ring buffers. */
 		rdma_destroy_qp(id);
-		ssk->qp = NULL;
 	}
 	cancel_work_sync(&ssk->cq_work);
-	if (ssk->cq) {
-		sdp_destroy_cq(sk, ssk->cq);
-		ssk->cq = NULL;
-	}
+	if (res->cq)
+		sdp_destroy_cq(sk, res->cq);
 	cancel_work_sync(&ssk->cq_work);
+	/* The work is the socket's: a newer connection may need it. */
+	if (READ_ONCE(ssk->res_ready))
+		queue_work(sdp_wq, &ssk->cq_work);
 	if (dev) {
-		sdp_rx_ring_fini(&ssk->rx);
-		sdp_ring_free(dev, &ssk->rx, ssk->buf_size, DMA_FROM_DEVICE);
-		sdp_ring_free(dev, &ssk->tx, ssk->buf_size, DMA_TO_DEVICE);
-		sdp_ring_free(dev, &ssk->ctl, SDP_CTL_BUF_SIZE, DMA_TO_DEVICE);
+		sdp_rx_ring_fini(&res->rx);
+		sdp_ring_free(dev, &res->rx, res->buf_size, DMA_FROM_DEVICE);
+		sdp_ring_free(dev, &res->tx, res->buf_size, DMA_TO_DEVICE);
+		sdp_ring_free(dev, &res->ctl, SDP_CTL_BUF_SIZE, DMA_TO_DEVICE);
 	}
-	if (ssk->pd) {
-		ib_dealloc_pd(ssk->pd);
-		ssk->pd = NULL;
-	}
+	if (res->pd)
+		ib_dealloc_pd(res->pd);
 }
 
 /*
@@ -239,6 +268,7 @@ void sdp_destroy_resources(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct rdma_cm_id *id;
+	struct sdp_res res;
 
 	if (cancel_delayed_work(&ssk->fin_work))
 		sock_put(sk);
@@ -249,9 +279,10 @@ void sdp_destroy_resources(struct sock *sk)
 	lock_sock(sk);
 	id = ssk->cm_id;
 	ssk->cm_id = NULL;
+	sdp_claim_rdma(sk, &res);
 	release_sock(sk);
 	if (id)
-		sdp_free_rdma(sk, id);
+		sdp_free_rdma(sk, id, &res);
 	mutex_unlock(&ssk->res_lock);
 	if (id) {
 		rdma_destroy_id(id);
