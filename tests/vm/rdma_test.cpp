@@ -347,7 +347,11 @@ TEST(Lifecycle, UnloadRefusedWithConnectionsAndWorksAfter)
         EXPECT_EQ(unload_module("sdp"), EWOULDBLOCK);
     }
     ASSERT_TRUE(wait_no_sdp_sockets()) << read_file("/proc/net/sdp").value_or("");
-    EXPECT_EQ(unload_module("sdp"), 0);
+    // Closed sockets finish their teardown (DisConn both ways, disconnect)
+    // in the background, as TCP's do, holding the module until then.
+    EXPECT_TRUE(eventually([] { return proc_sockets().empty(); }, 30))
+        << read_file("/proc/net/sdp").value_or("");
+    EXPECT_TRUE(eventually([] { return unload_module("sdp") == 0; }, 10));
     ASSERT_EQ(load_module(module, ""), 0);
     // And it works again.
     Pair p = connected_pair(kAddrA, 7107);
