@@ -60,11 +60,13 @@ struct sdp_buf {
  * the reader; tx entries [post, tail) are filled and wait to be posted.
  * Counters run free; index = counter % count.
  *
- * The receive ring posts through a level of indirection: its counters
- * number slots (SDP_RX_SLOTS_PER_BUF per buffer), and a slot names the
- * buffer posted in it.  A buffer whose message carried no payload (a credit
- * update, DisConn) goes back to the free list at once, even behind unread
- * data, so unread data never keeps control messages from being received.
+ * The receive ring is a set of buffers, each in exactly one place: the free
+ * list, the FIFO of posted buffers (`posted`, counters done..post: RC
+ * completes receives in posting order) or the FIFO of buffers holding
+ * unread data (`unread`, counters read..tail, in stream order).  A buffer
+ * whose message leaves nothing for the reader (a credit update, DisConn, a
+ * small message appended to the previous unread buffer) goes back to the
+ * free list and is re-posted at once, however much unread data there is.
  */
 struct sdp_ring {
 	struct sdp_buf *bufs;
@@ -74,13 +76,11 @@ struct sdp_ring {
 	u32 post;
 	u32 tail;
 	/* receive ring only */
-	struct sdp_buf **slots;
-	u32 nslots;
+	struct sdp_buf **posted;
+	struct sdp_buf **unread;
 	struct sdp_buf **free;
 	u32 nfree;
 };
-
-#define SDP_RX_SLOTS_PER_BUF 4
 
 static inline struct sdp_buf *sdp_ring_buf(struct sdp_ring *r, u32 n)
 {

@@ -96,7 +96,7 @@ static int sdp_sockets_show(struct seq_file *seq, void *v)
 			    */
 			   sdp_core_tx_credits(&ssk->core),
 			   READ_ONCE(ssk->rx.post) - READ_ONCE(ssk->rx.done),
-			   READ_ONCE(ssk->rx.done) - READ_ONCE(ssk->rx.read),
+			   READ_ONCE(ssk->rx.tail) - READ_ONCE(ssk->rx.read),
 			   READ_ONCE(ssk->tx.tail) - READ_ONCE(ssk->tx.post),
 			   READ_ONCE(ssk->tx.post) - READ_ONCE(ssk->tx.done),
 			   READ_ONCE(ssk->ctl.post) - READ_ONCE(ssk->ctl.done));

@@ -22,19 +22,14 @@ u32 sdp_rx_posted(struct sdp_sock *ssk)
 	return ssk->rx.post - ssk->rx.done;
 }
 
-static struct sdp_buf **sdp_rx_slot(struct sdp_ring *rx, u32 n)
-{
-	return &rx->slots[n % rx->nslots];
-}
-
 int sdp_rx_ring_init(struct sdp_ring *rx)
 {
 	u32 i;
 
-	rx->nslots = rx->count * SDP_RX_SLOTS_PER_BUF;
-	rx->slots = kcalloc(rx->nslots, sizeof(*rx->slots), GFP_KERNEL);
+	rx->posted = kcalloc(rx->count, sizeof(*rx->posted), GFP_KERNEL);
+	rx->unread = kcalloc(rx->count, sizeof(*rx->unread), GFP_KERNEL);
 	rx->free = kcalloc(rx->count, sizeof(*rx->free), GFP_KERNEL);
-	if (!rx->slots || !rx->free)
+	if (!rx->posted || !rx->unread || !rx->free)
 		return -ENOMEM;
 	for (i = 0; i < rx->count; i++)
 		rx->free[i] = &rx->bufs[i];
@@ -44,17 +39,18 @@ int sdp_rx_ring_init(struct sdp_ring *rx)
 
 void sdp_rx_ring_fini(struct sdp_ring *rx)
 {
-	kfree(rx->slots);
+	kfree(rx->posted);
+	kfree(rx->unread);
 	kfree(rx->free);
-	rx->slots = NULL;
+	rx->posted = NULL;
+	rx->unread = NULL;
 	rx->free = NULL;
-	rx->nslots = 0;
 	rx->nfree = 0;
 }
 
-static void sdp_rx_put_free(struct sdp_ring *rx, struct sdp_buf *b)
+static struct sdp_buf *sdp_rx_unread(struct sdp_ring *rx, u32 n)
 {
-	rx->free[rx->nfree++] = b;
+	return rx->unread[n % rx->count];
 }
 
 /* Post every free receive buffer. */
@@ -64,7 +60,7 @@ int sdp_post_recvs(struct sock *sk)
 	struct sdp_ring *rx = &ssk->rx;
 	struct ib_device *dev = ssk->pd->device;
 
-	while (rx->nfree && rx->post - rx->read < rx->nslots) {
+	while (rx->nfree) {
 		struct sdp_buf *b = rx->free[rx->nfree - 1];
 		struct ib_sge sge = {
 			.addr = b->dma,
@@ -88,31 +84,27 @@ int sdp_post_recvs(struct sock *sk)
 			return err;
 		}
 		rx->nfree--;
-		*sdp_rx_slot(rx, rx->post) = b;
+		rx->posted[rx->post % rx->count] = b;
 		rx->post++;
 	}
 	return 0;
 }
 
-/* Free consumed buffers at the head of the unread part of the ring. */
+/* Free the buffers at the head of the unread FIFO that were read out. */
 static void sdp_rx_release_read(struct sdp_sock *ssk)
 {
 	struct sdp_ring *rx = &ssk->rx;
 
-	while (rx->read != rx->done) {
-		struct sdp_buf **slot = sdp_rx_slot(rx, rx->read);
+	while (rx->read != rx->tail) {
+		struct sdp_buf *b = sdp_rx_unread(rx, rx->read);
 
-		if (*slot) {
-			if ((*slot)->off != (*slot)->end)
-				break;
-			sdp_rx_put_free(rx, *slot);
-			*slot = NULL;
-		}
+		if (b->off != b->end)
+			break;
+		rx->free[rx->nfree++] = b;
 		rx->read++;
 	}
 }
 
-/* The last byte of the message just added at the end of b is urgent. */
 static void sdp_rx_urgent(struct sock *sk, struct sdp_buf *b, u32 inband)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
@@ -140,21 +132,13 @@ static struct sdp_buf *sdp_rx_coalesce(struct sdp_sock *ssk, struct sdp_buf *b)
 {
 	struct sdp_ring *rx = &ssk->rx;
 	u32 len = b->end - b->off;
-	struct sdp_buf *prev = NULL;
-	u32 n;
+	struct sdp_buf *prev;
 
-	if (len > ssk->buf_size / 8)
+	if (len > ssk->buf_size / 8 || rx->read == rx->tail)
 		return b;
-	/* The newest unread data buffer before this one (slots between it and
-	 * this one hold no data).
-	 */
-	for (n = rx->done - 1; n != rx->read;) {
-		n--;
-		prev = *sdp_rx_slot(rx, n);
-		if (prev)
-			break;
-	}
-	if (!prev || prev->off == prev->end || prev->end + len > ssk->buf_size)
+	/* The newest unread data buffer. */
+	prev = sdp_rx_unread(rx, rx->tail - 1);
+	if (prev->off == prev->end || prev->end + len > ssk->buf_size)
 		return b;
 	memcpy((u8 *)prev->data + prev->end, (u8 *)b->data + b->off, len);
 	prev->end += len;
@@ -175,7 +159,7 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 		ssk->qp_error = true;
 		return;
 	}
-	b = *sdp_rx_slot(rx, rx->done);
+	b = rx->posted[rx->done % rx->count];
 	rx->done++;
 	b->off = 0;
 	b->end = 0;
@@ -246,10 +230,11 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 consumed:
 	if (b->off == b->end) {
 		/* Nothing for the reader: the buffer is free again now. */
-		sdp_rx_put_free(rx, b);
-		*sdp_rx_slot(rx, rx->done - 1) = NULL;
+		rx->free[rx->nfree++] = b;
+	} else {
+		rx->unread[rx->tail % rx->count] = b;
+		rx->tail++;
 	}
-	sdp_rx_release_read(ssk);
 }
 
 /* ---- recvmsg -------------------------------------------------------------- */
@@ -285,13 +270,9 @@ static struct sdp_buf *sdp_rx_find(struct sdp_sock *ssk, u64 skip, u32 *off)
 {
 	u32 n;
 
-	for (n = ssk->rx.read; n != ssk->rx.done; n++) {
-		struct sdp_buf *b = *sdp_rx_slot(&ssk->rx, n);
-		u32 avail;
-
-		if (!b)
-			continue;
-		avail = b->end - b->off;
+	for (n = ssk->rx.read; n != ssk->rx.tail; n++) {
+		struct sdp_buf *b = sdp_rx_unread(&ssk->rx, n);
+		u32 avail = b->end - b->off;
 		if (skip < avail) {
 			*off = (u32)skip;
 			return b;

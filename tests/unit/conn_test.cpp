@@ -774,6 +774,43 @@ TEST_F(ConnTx, CreditUpdateUsesTheControlReserve)
     EXPECT_EQ(sdp_core_control_due(A(), 0, 8), 0) << "without a credit nothing can go";
 }
 
+// The last credit goes only on the update that lets a peer at its reserve
+// send data again: spent on one that does not, it would leave us mute while
+// the peer waits for credits.
+TEST_F(ConnTx, LastCreditOnlyForTheUpdateThatUnblocksThePeer)
+{
+    // Seven of our eight credits spent; the peer, not having seen them,
+    // spends all eight we gave it (6 data, 2 updates from its reserve).
+    for (unsigned i = 0; i < 8 - kReserve; i++)
+        SendData(1);
+    unsigned char hdr[kBsdh];
+    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
+    sdp_core_rx rx{};
+    for (int i = 0; i < 6; i++)
+        ASSERT_RC(Pair::Send(P(), A(), SDP_MID_DATA, 1, &rx), 0);
+    ASSERT_RC(Pair::Send(P(), A(), SDP_MID_DATA, 0, &rx), 0);
+    ASSERT_EQ(sdp_core_tx_credits(A()), 1u);
+    EXPECT_EQ(sdp_core_control_due(A(), 0, 8), SDP_MID_DATA) << "the peer is below its reserve";
+    ASSERT_RC(Pair::Send(P(), A(), SDP_MID_DATA, 0, &rx), 0);
+    ASSERT_EQ(sdp_core_tx_credits(A()), 1u);
+    // The peer has no credit left at all.  One or two buffers would let it
+    // speak but not send data: not worth the last credit.
+    EXPECT_EQ(sdp_core_control_due(A(), 0, 1), 0);
+    EXPECT_EQ(sdp_core_control_due(A(), 0, 2), 0);
+    EXPECT_EQ(sdp_core_control_due(A(), 0, 3), SDP_MID_DATA) << "three let it send data";
+
+    // A peer above its reserve can still send data: it gets no update on
+    // our last credit, however many buffers we re-posted.
+    Pair q;
+    q.Connect();
+    for (unsigned i = 0; i < 8 - kReserve + 1; i++)
+        ASSERT_EQ(sdp_core_tx_build(&q.active, hdr, SDP_MID_DATA, i < 6 ? 1 : 0, 0, 8), int{kBsdh});
+    for (int i = 0; i < 5; i++)
+        ASSERT_RC(Pair::Send(&q.passive, &q.active, SDP_MID_DATA, 1, &rx), 0);
+    ASSERT_EQ(sdp_core_tx_credits(&q.active), 1u);
+    EXPECT_EQ(sdp_core_control_due(&q.active, 0, 8), 0) << "the peer has 3";
+}
+
 TEST_F(ConnTx, QueuedDataDoesNotHoldAnUpdateBack)
 {
     // Corked (or Nagle-held) data may stay queued for long: the peer must

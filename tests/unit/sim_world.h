@@ -6,14 +6,22 @@
 // sim_test.cpp.
 //
 // Per side, as in the glue:
-//   receive ring  R buffers of B bytes, used in ring order.  A buffer holding
-//                 payload the application has not read is not posted.  The
-//                 glue frees buffers in ring order only (sdp_rx_release_read),
-//                 so a consumed credit update or DisConn behind unread data
-//                 stays unposted until that data is read; with
-//                 in_order_release off, any consumed buffer is re-posted at
-//                 once instead.  Free buffers are re-posted after every batch
-//                 of completions and after every read (sdp_post_recvs).
+//   receive ring  R buffers of B bytes (sdp_post_recvs): every free buffer
+//                 is posted; messages land in posting order.  A buffer whose
+//                 message leaves nothing to read (credit update, DisConn)
+//                 goes back to the free list at once (sdp_rx_complete), even
+//                 behind unread data; a data buffer is freed once the reader
+//                 has consumed it, in stream order (sdp_rx_release_read).  A
+//                 data message of at most B/8 payload bytes joins the newest
+//                 unread data buffer if it fits there (sdp_rx_coalesce), and
+//                 its own buffer is free at once too.  The model keeps its
+//                 buffers in a ring of slots; SideConfig::rx_slots_per_buf
+//                 can bound the window between the oldest unread data and
+//                 the newest posted buffer to replay the earlier glue (one
+//                 slot per buffer: freed only in ring order; four: the slot
+//                 window), which deadlocks an echo server.
+//                 Free buffers are re-posted after every batch of
+//                 completions and after every read.
 //   send ring     T buffers.  write() fills segments in place: the tail
 //                 segment while it is not posted, not urgent and not full,
 //                 else a fresh buffer if the ring has one (else the write is
@@ -77,13 +85,14 @@ class Rng {
     std::uint64_t state_;
 };
 
+constexpr unsigned kNoSlotLimit = 0;
+
 struct SideConfig {
     unsigned rx_bufs = 8;            // R
     unsigned rx_buf_size = 256;      // B, BSDH included
     unsigned tx_bufs = 8;            // T: queued and in-flight segments
     unsigned tx_buf_size = 256;      // BSDH included
     unsigned ctl_bufs = 8;           // C (SDP_CTL_RING)
-    bool in_order_release = true;    // the glue's receive ring (see above)
     bool nodelay = false;            // TCP_NODELAY
     bool cork = false;               // the application sets and clears TCP_CORK at random
     std::size_t bytes = 4096;        // the application writes this much, then shuts down
@@ -95,6 +104,21 @@ struct SideConfig {
     unsigned shutdown_per_mille = 0; // a write() is the last one (shutdown early)
     unsigned pause_per_mille = 0;    // after a read() the reader sleeps ...
     unsigned pause_steps = 500;      // ... up to this many steps
+    // Receive posting window in slots per buffer.  kNoSlotLimit is the glue
+    // (kernel/sdp_rx.c: a FIFO of posted buffers and one of unread data
+    // buffers, every free buffer re-posted at once, whatever lies unread);
+    // 1 is the first glue (buffers freed in ring order only) and 2..4 a
+    // later one that posted through a window of slots; both deadlock an
+    // echo server (SimChecks) and are kept to show the checker catches it.
+    unsigned rx_slots_per_buf = kNoSlotLimit;
+    bool rx_coalesce = true; // small messages join the previous unread buffer (see above)
+    // Echo server: reads only when everything it read so far is written
+    // back (its reader waits for its own writer, as a single-threaded
+    // non-blocking server does), then writes all of it back (short writes
+    // when the send ring is full) and shuts down after the peer's EOF once
+    // everything is echoed.  Its stream is what it read: `bytes`,
+    // `max_write`, `shutdown_per_mille` and `urgent_per_mille` do not apply.
+    bool echo = false;
     // Request/response style: TCP_CORK set from the start, cleared and the
     // socket shut down only after reading the peer's whole stream (EOF).
     // Corked data then stays queued while the peer sends, so nothing but a
@@ -127,7 +151,8 @@ struct SideStats {
     std::size_t updates = 0;       // zero-payload Data (credit updates)
     std::size_t after_disconn = 0; // SENDs posted after our DisConn
     std::size_t urgent_sent = 0;
-    std::size_t stuck_rx_bufs = 0; // most consumed buffers waiting behind unread data
+    std::size_t coalesced = 0;     // messages received into the previous unread buffer
+    std::size_t stuck_rx_bufs = 0; // most freed slots waiting behind unread data
 };
 
 struct Result {
@@ -203,6 +228,9 @@ class World {
         unsigned payload;
         SendState state;
     };
+    // kConsumed: the slot's buffer is back on the free list (its message had
+    // no payload, or the reader consumed it); the slot is reused once every
+    // slot before it is.
     enum class RxState : unsigned char { kPosted, kUnpolled, kHeld, kConsumed };
     struct RxSlot {
         RxState state = RxState::kPosted;
@@ -226,7 +254,7 @@ class World {
         std::size_t tx_posted = 0;
         std::deque<Sent> sends;      // every SEND not completed, in posting order
         std::size_t data_posted = 0; // payload bytes posted
-        // receive ring, in ring order, from the oldest buffer not freed
+        // receive slots, in ring order, from the oldest slot not reusable
         std::deque<RxSlot> rx;
         std::size_t reposts = 0; // leak_every
         std::size_t unread = 0;
@@ -238,6 +266,7 @@ class World {
         unsigned ctl_in_flight = 0;
         unsigned n_unpolled = 0;
         unsigned n_hw = 0;   // posted and empty
+        unsigned n_held = 0; // buffers holding payload not read yet
         unsigned leaked = 0; // leak_every
         bool shut = false;
         bool corked = false;
@@ -328,17 +357,33 @@ class World {
 
     std::size_t tx_queued(const Side& d) const { return d.tx.size() - d.tx_posted; }
 
+    // An echo server's limit until the peer's EOF tells it.
+    static constexpr std::size_t kUnknown = static_cast<std::size_t>(-1);
+
+    // What a side writes: its own stream, or an echo server's input.
+    static const Bytes& source(const Side& d) { return d.cfg.echo ? d.got : d.stream; }
+
+    // Bytes the application still has to hand to write() now.
+    static std::size_t pending(const Side& d)
+    {
+        return (d.cfg.echo ? std::min(d.limit, d.got.size()) : d.limit) - d.written;
+    }
+
     void connect()
     {
         for (int s = 0; s < 2; s++) {
             Side& d = me(s);
             sdp_core_conn_init(&d.conn, d.cfg.rx_buf_size, d.cfg.tx_buf_size);
             post_recvs(s);
+            d.corked = d.cfg.cork_until_eof;
+            if (d.cfg.echo) {
+                d.limit = kUnknown; // what the peer writes, known at EOF
+                continue;
+            }
             d.limit = d.cfg.bytes;
             d.stream.resize(d.cfg.bytes);
             for (auto& byte : d.stream)
                 byte = static_cast<unsigned char>(rng_.next());
-            d.corked = d.cfg.cork_until_eof;
         }
         unsigned char req[SDP_CM_REQ_PRIVATE_DATA] = {};
         unsigned char rep[SDP_CM_REP_PRIVATE_DATA] = {};
@@ -390,11 +435,13 @@ class World {
         const Side& d = sides_[s];
         switch (ev) {
         case Ev::kWrite:
-            return !d.shut && d.written < d.limit && write_room(d) > 0;
+            return !d.shut && pending(d) > 0 && write_room(d) > 0;
         case Ev::kShutdown:
             return !d.shut && d.written == d.limit && (!d.cfg.cork_until_eof || d.eof);
         case Ev::kRead:
-            return d.paused == 0 && (d.unread > 0 || (d.disconn_rcvd && !d.eof));
+            // An echo server reads only with nothing left to write back.
+            return d.paused == 0 && (!d.cfg.echo || pending(d) == 0) &&
+                   (d.unread > 0 || (d.disconn_rcvd && !d.eof));
         case Ev::kArrive:
             return !wire_[s].empty();
         case Ev::kAck:
@@ -545,11 +592,13 @@ class World {
     void app_write(int s)
     {
         Side& d = me(s);
-        std::size_t n = rng_.range(d.cfg.min_write, d.cfg.max_write);
-        n = std::min({n, d.limit - d.written, write_room(d)}); // a short write
-        if (d.cfg.shutdown_per_mille > 0 && rng_.per_mille(d.cfg.shutdown_per_mille))
+        // An echo server writes back everything it has.
+        std::size_t n = d.cfg.echo ? pending(d) : rng_.range(d.cfg.min_write, d.cfg.max_write);
+        n = std::min({n, pending(d), write_room(d)}); // a short write
+        if (!d.cfg.echo && d.cfg.shutdown_per_mille > 0 && rng_.per_mille(d.cfg.shutdown_per_mille))
             d.limit = d.written + n; // the last write before an early shutdown
-        const bool urgent = d.cfg.urgent_per_mille > 0 && rng_.per_mille(d.cfg.urgent_per_mille);
+        const bool urgent =
+            !d.cfg.echo && d.cfg.urgent_per_mille > 0 && rng_.per_mille(d.cfg.urgent_per_mille);
         const bool more = d.cfg.more_per_mille > 0 && rng_.per_mille(d.cfg.more_per_mille);
         const std::size_t seg_max = sdp_core_seg_max(&d.conn);
         trace(Ev::kWrite, s, n, urgent ? 1 : 0);
@@ -560,8 +609,9 @@ class World {
                 d.tx.emplace_back();
             Segment& seg = d.tx.back();
             const std::size_t take = std::min(end - off, seg_max - seg.data.size());
-            seg.data.insert(seg.data.end(), d.stream.begin() + static_cast<long>(off),
-                            d.stream.begin() + static_cast<long>(off + take));
+            const Bytes& src = source(d);
+            seg.data.insert(seg.data.end(), src.begin() + static_cast<long>(off),
+                            src.begin() + static_cast<long>(off + take));
             off += take;
             if (off == end && urgent) {
                 seg.urgent = true;
@@ -583,6 +633,8 @@ class World {
         if (d.unread == 0) {
             trace(Ev::kRead, s, 0);
             d.eof = true;
+            if (d.cfg.echo)
+                d.limit = d.got.size(); // echo the rest, then shut down
             if (d.got.size() != peer(s).limit || !peer(s).shut)
                 fail(d.name + ": EOF after " + std::to_string(d.got.size()) +
                      " bytes, peer wrote " + std::to_string(peer(s).limit));
@@ -601,8 +653,10 @@ class World {
             slot.off += take;
             n -= take;
             taken += take;
-            if (slot.off == slot.end)
+            if (slot.off == slot.end) {
                 slot.state = RxState::kConsumed;
+                d.n_held--;
+            }
         }
         d.unread -= taken;
         d.stats.reads++;
@@ -612,7 +666,7 @@ class World {
         const std::size_t from = d.got.size() - taken;
         if (d.got.size() > p.written ||
             !std::equal(d.got.begin() + static_cast<long>(from), d.got.end(),
-                        p.stream.begin() + static_cast<long>(from)))
+                        source(p).begin() + static_cast<long>(from)))
             fail(d.name + ": read bytes [" + std::to_string(from) + ", " +
                  std::to_string(d.got.size()) + ") differ from what " + p.name + " wrote");
         if (d.cfg.pause_per_mille > 0 && rng_.per_mille(d.cfg.pause_per_mille))
@@ -624,31 +678,39 @@ class World {
 
     // ---- receive ring ------------------------------------------------------------
 
-    // sdp_rx_release_read(): free consumed buffers, from the head of the ring
-    // only in the glue.
+    // sdp_rx_release_read(): advance the head of the slot ring past slots
+    // whose buffers are free (consumed data, and messages without payload,
+    // which sdp_rx_complete() freed at once).
     void release_rx(int s)
     {
         Side& d = me(s);
-        if (d.cfg.in_order_release) {
-            while (!d.rx.empty() && d.rx.front().state == RxState::kConsumed)
-                d.rx.pop_front();
-        } else {
-            d.rx.erase(
-                std::remove_if(d.rx.begin(), d.rx.end(),
-                               [](const RxSlot& x) { return x.state == RxState::kConsumed; }),
-                d.rx.end());
-        }
+        while (!d.rx.empty() && d.rx.front().state == RxState::kConsumed)
+            d.rx.pop_front();
         std::size_t stuck = 0;
         for (const RxSlot& slot : d.rx)
             stuck += slot.state == RxState::kConsumed ? 1 : 0;
         d.stats.stuck_rx_bufs = std::max(d.stats.stuck_rx_bufs, stuck);
     }
 
-    // sdp_post_recvs(): post every free buffer.
+    // Receive buffers not on the free list (leaked ones included).
+    static std::size_t rx_bufs_in_use(const Side& d)
+    {
+        return std::size_t{d.n_hw} + d.n_unpolled + d.n_held + d.leaked;
+    }
+
+    static std::size_t rx_slots(const Side& d)
+    {
+        if (d.cfg.rx_slots_per_buf == kNoSlotLimit)
+            return static_cast<std::size_t>(-1);
+        return std::size_t{d.cfg.rx_bufs} * d.cfg.rx_slots_per_buf;
+    }
+
+    // sdp_post_recvs(): post every free buffer while the slot window has
+    // room.
     void post_recvs(int s)
     {
         Side& d = me(s);
-        while (d.rx.size() + d.leaked < d.cfg.rx_bufs) {
+        while (rx_bufs_in_use(d) < d.cfg.rx_bufs && d.rx.size() < rx_slots(d)) {
             if (d.cfg.leak_every > 0 && ++d.reposts % d.cfg.leak_every == 0) {
                 d.leaked++;
                 continue;
@@ -724,7 +786,8 @@ class World {
     void rx_complete(int s)
     {
         Side& d = me(s);
-        RxSlot& slot = d.rx[d.rx.size() - d.n_hw - d.n_unpolled];
+        const std::size_t at = d.rx.size() - d.n_hw - d.n_unpolled;
+        RxSlot& slot = d.rx[at];
         d.n_unpolled--;
         sdp_core_rx rx{};
         const int rc =
@@ -735,6 +798,8 @@ class World {
                  " failed: " + sdp_core_err_name(rc));
             return;
         }
+        // Nothing for the reader (unless it is data, below): the buffer is
+        // free again at once, wherever its slot is.
         slot.state = RxState::kConsumed;
         switch (rx.kind) {
         case SDP_RX_DATA:
@@ -744,11 +809,16 @@ class World {
                 fail(d.name + ": data accepted after DisConn");
             if (rx.urgent != 0)
                 d.urgent_seen.push_back(d.rx_bytes + rx.payload_len - 1);
-            slot.state = RxState::kHeld;
-            slot.off = rx.payload_off;
-            slot.end = rx.payload_off + rx.payload_len;
             d.unread += rx.payload_len;
             d.rx_bytes += rx.payload_len;
+            if (coalesce(d, at, rx)) {
+                d.stats.coalesced++;
+                break;
+            }
+            slot.state = RxState::kHeld;
+            d.n_held++;
+            slot.off = rx.payload_off;
+            slot.end = rx.payload_off + rx.payload_len;
             break;
         case SDP_RX_DISCONN:
             if (d.disconn_rcvd)
@@ -763,6 +833,29 @@ class World {
             fail(d.name + ": unexpected receive kind " + std::to_string(rx.kind));
             return;
         }
+    }
+
+    // sdp_rx_coalesce(): a small message joins the newest unread data buffer
+    // before its slot if it fits there (the buffer's size counts from its
+    // start, header included); its own buffer is then free.
+    static bool coalesce(Side& d, std::size_t at, const sdp_core_rx& rx)
+    {
+        if (!d.cfg.rx_coalesce || rx.payload_len > d.cfg.rx_buf_size / 8)
+            return false;
+        const RxSlot& slot = d.rx[at];
+        for (std::size_t i = at; i-- > 0;) {
+            RxSlot& prev = d.rx[i];
+            if (prev.state == RxState::kConsumed)
+                continue;
+            if (prev.state != RxState::kHeld || prev.end + rx.payload_len > d.cfg.rx_buf_size)
+                return false;
+            const auto from = slot.msg.begin() + static_cast<long>(rx.payload_off);
+            prev.msg.resize(prev.end);
+            prev.msg.insert(prev.msg.end(), from, from + static_cast<long>(rx.payload_len));
+            prev.end += rx.payload_len;
+            return true;
+        }
+        return false;
     }
 
     // sdp_tx_complete()
@@ -893,8 +986,9 @@ class World {
             else if (static_cast<long>(credits) > true_credits(s))
                 fail(d.name + ": core credits " + std::to_string(credits) + " exceed the real " +
                      std::to_string(true_credits(s)));
-            if (d.rx.size() + d.leaked > d.cfg.rx_bufs || d.tx.size() > d.cfg.tx_bufs ||
-                d.ctl_in_flight > d.cfg.ctl_bufs || d.tx_posted > d.tx.size())
+            if (rx_bufs_in_use(d) > d.cfg.rx_bufs || d.rx.size() > rx_slots(d) ||
+                d.tx.size() > d.cfg.tx_bufs || d.ctl_in_flight > d.cfg.ctl_bufs ||
+                d.tx_posted > d.tx.size())
                 fail(d.name + ": ring accounting broken");
             std::size_t data_out = 0;
             for (const Sent& sent : d.sends)
@@ -924,7 +1018,7 @@ class World {
             const Side& d = me(s);
             const Side& p = peer(s);
             if (d.got.size() != p.limit ||
-                !std::equal(d.got.begin(), d.got.end(), p.stream.begin())) {
+                !std::equal(d.got.begin(), d.got.end(), source(p).begin())) {
                 fail(d.name + " did not read exactly what " + p.name + " wrote");
             } else if (d.urgent_seen != p.urgent_written) {
                 fail(d.name + " saw " + std::to_string(d.urgent_seen.size()) + " urgent marks, " +
@@ -946,32 +1040,34 @@ class World {
         for (int s = 0; s < 2; s++) {
             const Side& d = sides_[s];
             const SideConfig& c = d.cfg;
-            std::size_t held = 0;
             std::size_t stuck = 0;
-            for (const RxSlot& slot : d.rx) {
-                held += slot.state == RxState::kHeld ? 1 : 0;
+            for (const RxSlot& slot : d.rx)
                 stuck += slot.state == RxState::kConsumed ? 1 : 0;
-            }
             o << d.name << ": R=" << c.rx_bufs << " B=" << c.rx_buf_size << " T=" << c.tx_bufs
               << " txbuf=" << c.tx_buf_size << " C=" << c.ctl_bufs
               << (c.nodelay ? " nodelay" : " nagle") << (c.cork ? "+cork" : "")
-              << (c.cork_until_eof ? " cork-until-EOF" : "")
-              << (c.in_order_release ? " in-order" : " any-order")
-              << " seg_max=" << sdp_core_seg_max(&d.conn) << "\n"
+              << (c.cork_until_eof ? " cork-until-EOF" : "") << " slots/buf=" << c.rx_slots_per_buf
+              << (c.echo ? " echo" : "") << " seg_max=" << sdp_core_seg_max(&d.conn) << "\n"
               << "   core: state=0x" << std::hex << sdp_core_state(&d.conn) << std::dec
               << " credits=" << sdp_core_tx_credits(&d.conn) << " (real " << true_credits(s)
               << ") data_in_flight=" << sdp_core_data_in_flight(&d.conn) << " control_due="
               << sdp_core_control_due(&d.conn, static_cast<unsigned>(tx_queued(d)), posted_rx(s))
-              << "\n   tx: written " << d.written << "/" << d.limit << (d.shut ? " shut" : "")
-              << (d.corked ? " corked" : "") << ", ring " << d.tx.size() << "/" << c.tx_bufs << " ("
-              << d.tx_posted << " posted, " << tx_queued(d) << " queued";
+              << "\n   tx: written " << d.written << "/"
+              << (d.limit == kUnknown ? std::string("?") : std::to_string(d.limit))
+              << (d.cfg.echo ? " of " + std::to_string(d.got.size()) + " read" : "")
+              << (d.shut ? " shut" : "") << (d.corked ? " corked" : "") << ", ring " << d.tx.size()
+              << "/" << c.tx_bufs << " (" << d.tx_posted << " posted, " << tx_queued(d)
+              << " queued";
             if (tx_queued(d) > 0)
                 o << ", next " << d.tx[d.tx_posted].data.size() << " B";
             o << "), ctl " << d.ctl_in_flight << "/" << c.ctl_bufs << ", sends not completed "
               << d.sends.size() << (d.disconn_posted ? ", DisConn posted" : "")
               << "\n   rx: posted_rx " << posted_rx(s) << " (empty " << d.n_hw << ", unpolled "
-              << d.n_unpolled << "), unread " << held << " bufs/" << d.unread
-              << " B, consumed behind them " << stuck << ", read " << d.got.size()
+              << d.n_unpolled << "), unread " << d.n_held << " bufs/" << d.unread << " B, slots "
+              << d.rx.size() << "/"
+              << (c.rx_slots_per_buf == kNoSlotLimit ? std::string("any")
+                                                     : std::to_string(rx_slots(d)))
+              << " (" << stuck << " freed), read " << d.got.size()
               << (d.disconn_rcvd ? ", DisConn rcvd" : "") << (d.eof ? ", EOF" : "")
               << (d.paused > 0 ? " (reader asleep)" : "") << "\n   stats: writes " << d.stats.writes
               << " sends " << d.stats.sends << " data " << d.stats.data_sends << " updates "
