@@ -127,7 +127,7 @@ if ! tcp_line=$(transfer inet 18531); then
 fi
 IFS=, read -r _ _ _ tcp_mbps _ _ _ _ _ <<< "$tcp_line"
 read -r sdp_mbps tcp_mbps ratio < <(awk -v s="$sdp_mbps" -v t="$tcp_mbps" \
-	'BEGIN { printf "%.1f %.1f %.2f", s, t, t > 0 ? s / t : 0 }')
+	'BEGIN { printf "%.1f %.1f %.2f", s, t, (t > 0 ? s / t : 0) }')
 
 if ! rmmod sdp 2> "$work/rmmod.log"; then
 	say "warning: rmmod sdp failed: $(cat "$work/rmmod.log")"
