@@ -168,7 +168,14 @@ void sdp_tx_complete(struct sock *sk, struct ib_wc *wc)
 	if (!ctl) {
 		WRITE_ONCE(ssk->snd_acked,
 			   ssk->snd_acked + b->end - SDP_BSDH_SIZE);
-		sdp_write_space(sk);
+		/* Like tcp_check_space(): wake writers only if one found the
+		 * ring full, so edge-triggered epoll sees no spurious edges.
+		 */
+		if (sk->sk_socket &&
+		    test_bit(SOCK_NOSPACE, &sk->sk_socket->flags)) {
+			clear_bit(SOCK_NOSPACE, &sk->sk_socket->flags);
+			sdp_write_space(sk);
+		}
 		return;
 	}
 	if (b->mid == SDP_MID_DISCONN && sk->sk_state == TCP_FIN_WAIT1) {
