@@ -160,7 +160,10 @@ int sdp_core_on_recv(struct sdp_core_conn *c, const unsigned char *buf,
 #define SDP_CS_ABORTED 0x10	   /* AbortConn sent or received */
 
 unsigned int sdp_core_state(const struct sdp_core_conn *c);
-/* Credits to send to the peer now, and what the peer knows of ours. */
+/*
+ * Credits for sending to the peer now, and the Data SENDs (credit updates
+ * included) posted and not yet completed.
+ */
 unsigned int sdp_core_tx_credits(const struct sdp_core_conn *c);
 unsigned int sdp_core_data_in_flight(const struct sdp_core_conn *c);
 
