@@ -192,6 +192,15 @@ static inline bool sdp_established(const struct sock *sk)
 		TCPF_FIN_WAIT2);
 }
 
+/* End the RC connection (the CM's DREQ), once. */
+static inline void sdp_disconnect(struct sdp_sock *ssk)
+{
+	if (ssk->cm_id && !ssk->disconnect_sent) {
+		ssk->disconnect_sent = true;
+		rdma_disconnect(ssk->cm_id);
+	}
+}
+
 /* ---- statistics (sdp_proc.c) --------------------------------------------- */
 
 enum sdp_counter {

@@ -449,9 +449,8 @@ void sdp_abort(struct sock *sk)
 	    !(sdp_core_state(&ssk->core) & SDP_CS_ABORTED) &&
 	    sdp_send_control(sk, SDP_MID_ABORT_CONN) == 0) {
 		ssk->abort_pending = true; /* disconnect when it completes */
-	} else if (ssk->cm_id && !ssk->disconnect_sent && ssk->established_once) {
-		ssk->disconnect_sent = true;
-		rdma_disconnect(ssk->cm_id);
+	} else if (ssk->established_once) {
+		sdp_disconnect(ssk);
 	}
 	sock_set_flag(sk, SOCK_DONE);
 	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
@@ -473,14 +472,12 @@ void sdp_maybe_disconnect(struct sock *sk)
 	if (ssk->disconnect_sent || !ssk->cm_id)
 		return;
 	if (ssk->abort_pending && ssk->ctl.done == ssk->ctl.post) {
-		ssk->disconnect_sent = true;
-		rdma_disconnect(ssk->cm_id);
+		sdp_disconnect(ssk);
 		return;
 	}
 	if (!(ours_done && (cs & SDP_CS_DISCONN_RCVD)))
 		return;
-	ssk->disconnect_sent = true;
-	rdma_disconnect(ssk->cm_id);
+	sdp_disconnect(ssk);
 	sock_set_flag(sk, SOCK_DONE);
 	sdp_set_state(sk, TCP_CLOSE);
 	sk->sk_state_change(sk);

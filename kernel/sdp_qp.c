@@ -332,10 +332,7 @@ static void sdp_wc_error(struct sock *sk, struct ib_wc *wc)
 		SDP_INC(SDP_CNT_ERR_TRANSPORT);
 		sdp_set_error(sk, ECONNRESET);
 	}
-	if (ssk->cm_id && !ssk->disconnect_sent) {
-		ssk->disconnect_sent = true;
-		rdma_disconnect(ssk->cm_id);
-	}
+	sdp_disconnect(ssk);
 }
 
 /*

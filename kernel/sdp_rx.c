@@ -221,10 +221,7 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 		SDP_INC(SDP_CNT_ERR_RESET);
 		sdp_set_error(sk, sk->sk_state == TCP_CLOSE_WAIT ? EPIPE :
 						   ECONNRESET);
-		if (ssk->cm_id && !ssk->disconnect_sent) {
-			ssk->disconnect_sent = true;
-			rdma_disconnect(ssk->cm_id);
-		}
+		sdp_disconnect(ssk);
 		break;
 	}
 consumed:

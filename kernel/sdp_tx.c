@@ -358,10 +358,7 @@ void sdp_keepalive_work(struct work_struct *work)
 	} else if (ssk->keepalive_probes >= ssk->keepcnt) {
 		SDP_INC(SDP_CNT_ERR_TIMEOUT);
 		sdp_set_error(sk, ETIMEDOUT);
-		if (ssk->cm_id && !ssk->disconnect_sent) {
-			ssk->disconnect_sent = true;
-			rdma_disconnect(ssk->cm_id);
-		}
+		sdp_disconnect(ssk);
 		goto out;
 	} else {
 		if (sdp_send_control(sk, SDP_MID_DATA) == 0) {
