@@ -36,6 +36,7 @@ extern int sysctl_sdp_inline_thresh;  /* inline sends up to this many bytes */
 extern int sysctl_sdp_fin_timeout_ms; /* closed socket waits this for the peer */
 extern int sysctl_sdp_connect_timeout_ms;
 extern int sysctl_sdp_recv_poll_us;   /* recv busy-polls the CQ this long */
+extern int sysctl_sdp_ack_delay_ms;   /* delayed acknowledgement of small data */
 
 /* ---- rings ------------------------------------------------------------------ */
 
@@ -171,6 +172,7 @@ struct sdp_sock {
 	struct work_struct destroy_work;
 	struct delayed_work keepalive_work;
 	struct delayed_work fin_work;
+	struct delayed_work ack_work; /* delayed acknowledgement (Nagle) */
 	struct mutex res_lock; /* serialises resource teardown */
 	struct list_head list_node; /* /proc/net/sdp */
 };
@@ -284,6 +286,8 @@ void sdp_push(struct sock *sk, unsigned int extra_opts);
 int sdp_send_control(struct sock *sk, unsigned int mid);
 void sdp_keepalive_work(struct work_struct *work);
 void sdp_reset_keepalive(struct sock *sk);
+void sdp_arm_ack_timer(struct sock *sk);
+void sdp_ack_work(struct work_struct *work);
 
 /* sdp_proc.c */
 int sdp_proc_init(void);

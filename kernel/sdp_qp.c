@@ -274,6 +274,8 @@ void sdp_destroy_resources(struct sock *sk)
 		sock_put(sk);
 	if (cancel_delayed_work(&ssk->keepalive_work))
 		sock_put(sk);
+	if (cancel_delayed_work(&ssk->ack_work))
+		sock_put(sk);
 
 	mutex_lock(&ssk->res_lock);
 	lock_sock(sk);

@@ -204,6 +204,8 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 			WRITE_ONCE(ssk->rcv_nxt, ssk->rcv_nxt + inband);
 		}
 		SDP_ADD(SDP_CNT_RX_BYTES, msg.payload_len);
+		if (msg.ack_timer)
+			sdp_arm_ack_timer(sk);
 		sk->sk_data_ready(sk);
 		break;
 	case SDP_RX_DISCONN:
@@ -442,7 +444,11 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 				break;
 			}
 		}
-		/* Give the peer the buffers freed so far before sleeping. */
+		/* Give the peer the buffers freed so far before sleeping, and
+		 * the acknowledgement a Nagle-holding writer waits for.
+		 */
+		if (ssk->res_ready)
+			sdp_core_ack_request(&ssk->core);
 		sdp_rx_refill(sk);
 		if (sdp_rx_busy_poll(sk, peek ? peek_seq : ssk->copied_seq))
 			continue;

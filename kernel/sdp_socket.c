@@ -93,6 +93,7 @@ struct sock *sdp_sk_alloc(struct net *net, int kern)
 	INIT_WORK(&ssk->destroy_work, sdp_destroy_work);
 	INIT_DELAYED_WORK(&ssk->fin_work, sdp_fin_timeout_work);
 	INIT_DELAYED_WORK(&ssk->keepalive_work, sdp_keepalive_work);
+	INIT_DELAYED_WORK(&ssk->ack_work, sdp_ack_work);
 	mutex_init(&ssk->res_lock);
 	ssk->keepidle = SDP_KEEPIDLE_DEFAULT;
 	ssk->keepintvl = SDP_KEEPINTVL_DEFAULT;

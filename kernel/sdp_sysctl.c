@@ -16,6 +16,7 @@ int sysctl_sdp_inline_thresh = 256;
 int sysctl_sdp_fin_timeout_ms = 30000;
 int sysctl_sdp_connect_timeout_ms = 5000;
 int sysctl_sdp_recv_poll_us = 100;
+int sysctl_sdp_ack_delay_ms = 4;
 
 static int sdp_buf_min = 1024;
 static int sdp_buf_max = 262144;
@@ -26,6 +27,8 @@ static int sdp_inline_max = 1024;
 static int sdp_ms_min = 100;
 static int sdp_ms_max = 600000;
 static int sdp_poll_max = 100000;
+static int sdp_one = 1;
+static int sdp_ack_delay_max = 500;
 
 static struct ctl_table sdp_sysctl_table[] = {
 	{
@@ -90,6 +93,15 @@ static struct ctl_table sdp_sysctl_table[] = {
 		.proc_handler = proc_dointvec_minmax,
 		.extra1 = &sdp_zero,
 		.extra2 = &sdp_poll_max,
+	},
+	{
+		.procname = "ack_delay_ms",
+		.data = &sysctl_sdp_ack_delay_ms,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_one,
+		.extra2 = &sdp_ack_delay_max,
 	},
 #if LINUX_VERSION_CODE < KERNEL_VERSION(6, 6, 0)
 	{}

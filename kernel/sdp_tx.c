@@ -322,6 +322,40 @@ do_error:
 	return err;
 }
 
+/* ---- delayed acknowledgement ------------------------------------------- */
+
+/*
+ * A partial Data message arrived: its sender may hold further small writes
+ * until we acknowledge it (Nagle, see the core's tx_verdict).  Our own
+ * traffic or a reader waiting for more acknowledges it sooner; this timer
+ * bounds the wait for a reader that does neither (epoll, a busy
+ * application), as TCP's delayed ACK does.
+ */
+void sdp_arm_ack_timer(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sock_hold(sk);
+	if (!queue_delayed_work(sdp_wq, &ssk->ack_work,
+				msecs_to_jiffies(READ_ONCE(sysctl_sdp_ack_delay_ms))))
+		sock_put(sk); /* already pending */
+}
+
+void sdp_ack_work(struct work_struct *work)
+{
+	struct sdp_sock *ssk = container_of(to_delayed_work(work),
+					    struct sdp_sock, ack_work);
+	struct sock *sk = &ssk->sk;
+
+	lock_sock(sk);
+	if (ssk->res_ready && !ssk->qp_error) {
+		sdp_core_ack_request(&ssk->core);
+		sdp_push(sk, 0);
+	}
+	release_sock(sk);
+	sock_put(sk);
+}
+
 /* ---- keepalive ---------------------------------------------------------- */
 
 /*

@@ -112,6 +112,11 @@ int sdp_core_control_due(const sdp_core_conn* c, unsigned int tx_queued, unsigne
     return conn(c)->control_due(tx_queued, posted_rx);
 }
 
+void sdp_core_ack_request(sdp_core_conn* c)
+{
+    conn(c)->ack_request();
+}
+
 void sdp_core_shutdown_send(sdp_core_conn* c)
 {
     conn(c)->shutdown_send();

@@ -161,13 +161,19 @@ sdp_core_tx_verdict Connection::tx_verdict(u32 seg_bytes, bool full, u32 opts) c
     if (!(state_ & SDP_CS_ESTABLISHED) || (state_ & (SDP_CS_DISCONN_SENT | SDP_CS_ABORTED)))
         return SDP_TX_CLOSED;
     // A partial segment waits for more bytes when the user asked for it
-    // (cork, MSG_MORE), or - Nagle - while earlier data is still unacknowledged
-    // by the transport: its completion will release this one, carrying every
-    // small write made meanwhile.
+    // (cork, MSG_MORE), or - Nagle - while earlier data is unacknowledged:
+    // by the transport (a payload SEND not completed), or by the peer (our
+    // last partial message not yet covered by its mseq_ack).  The transport
+    // alone acknowledges within microseconds on a local link, before the
+    // writer's next call, and would let every small write go alone.  The
+    // peer acknowledges once its reader has taken the data (it waits for
+    // more, or its delayed-ack timer fires) or with its own data, as TCP's
+    // receiver does; that release carries every small write made meanwhile.
     if (!full && !(opts & SDP_TXO_PUSH)) {
         if (opts & SDP_TXO_CORK)
             return SDP_TX_HOLD;
-        if (!(opts & SDP_TXO_NODELAY) && payload_in_flight() && seg_bytes < seg_max())
+        if (!(opts & SDP_TXO_NODELAY) && (payload_in_flight() || nagle_wait_) &&
+            seg_bytes < seg_max())
             return SDP_TX_HOLD;
     }
     if (!credits_.may_send_data()) {
@@ -216,6 +222,13 @@ int Connection::tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags, u16 poste
     if (msg.bsdh.mid != wire::Mid::kData && payload_len != 0)
         return -SDP_CORE_EPROTO;
     credits_.stamp_send(&msg.bsdh, posted_rx);
+    // Every message acknowledges everything received so far.
+    ack_owed_ = false;
+    ack_requested_ = false;
+    if (msg.bsdh.mid == wire::Mid::kData && payload_len != 0 && payload_len < seg_max()) {
+        nagle_mseq_ = msg.bsdh.mseq;
+        nagle_wait_ = true;
+    }
     usize written = 0;
     if (wire::encode_header(msg, hdr, kBsdh, &written) != wire::EncodeError::kNone)
         return -SDP_CORE_ENOROOM;
@@ -270,6 +283,10 @@ int Connection::control_due(u32 tx_queued, u16 posted_rx) const
         !(credits_.remote_credits() <= CreditLedger::kControlReserve &&
           posted_rx > CreditLedger::kControlReserve && posted_rx > credits_.remote_credits()))
         return 0;
+    // An acknowledgement the host asked for (a sender may hold small data
+    // until it comes).  Data, if any could go, would have carried it.
+    if (ack_requested_)
+        return SDP_MID_DATA;
     // Queued data does not stand in for the update: the host asks after
     // posting what may go, so data still queued here is held (Nagle, cork)
     // or blocked, and a corked sender must still release a blocked peer.
@@ -306,6 +323,10 @@ int Connection::rx(const u8* buf, u32 byte_len, sdp_core_rx* out)
     out->mid = static_cast<u32>(msg.bsdh.mid);
     if (credits_.on_receive(msg.bsdh) != CreditLedger::RxError::kNone)
         return -SDP_CORE_ESEQUENCE;
+    // mseq_ack is at most our last mseq (on_receive() checked): the peer
+    // has our last partial message once it is not before nagle_mseq_.
+    if (nagle_wait_ && static_cast<s32>(msg.bsdh.mseq_ack - nagle_mseq_) >= 0)
+        nagle_wait_ = false;
 
     switch (msg.bsdh.mid) {
     case wire::Mid::kData:
@@ -315,6 +336,13 @@ int Connection::rx(const u8* buf, u32 byte_len, sdp_core_rx* out)
         out->payload_off = static_cast<u32>(msg.payload - buf);
         out->payload_len = msg.payload_len;
         out->urgent = msg.payload_len && (msg.bsdh.flags & SDP_FLAG_OOB_PRES);
+        // A partial message may be the first of a sender's Nagle hold: it
+        // needs our acknowledgement.  The host arms its delayed-ack timer
+        // when one becomes owed.
+        if (msg.payload_len != 0 && msg.payload_len < rx_buf_size_ - kBsdh && !ack_owed_) {
+            ack_owed_ = true;
+            out->ack_timer = 1;
+        }
         return 0;
     case wire::Mid::kDisConn:
         if (state_ & SDP_CS_DISCONN_RCVD)

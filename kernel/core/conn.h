@@ -32,6 +32,7 @@ class Connection {
     void tx_done(u32 mid);
     int control_due(u32 tx_queued, u16 posted_rx) const;
     void shutdown_send() { state_ |= SDP_CS_SHUT_REQUESTED; }
+    void ack_request() { ack_requested_ = ack_owed_; }
 
     int rx(const u8* buf, u32 byte_len, sdp_core_rx* out);
 
@@ -61,6 +62,16 @@ class Connection {
     bool have_peer_hello_ = false;
     // Active side: the bufs our Hello advertised.
     u16 advertised_hello_bufs_ = 0;
+    // Nagle on the peer's acknowledgement (Minshall's variant): the mseq of
+    // our last partial payload message and whether the peer's mseq_ack has
+    // not reached it yet.
+    u32 nagle_mseq_ = 0;
+    bool nagle_wait_ = false;
+    // Receiving side of the same: a partial payload message arrived and no
+    // message of ours has acknowledged it yet (ack_owed_); the host asked for
+    // that acknowledgement to go (delayed-ack timer, reader waiting).
+    bool ack_owed_ = false;
+    bool ack_requested_ = false;
     // We sent the Hello (breaks ties in the credit update rule).
     bool active_ = false;
     // The last tx_verdict() was SDP_TX_NO_CREDIT: queued data waits for

@@ -123,6 +123,15 @@ void sdp_core_tx_done(struct sdp_core_conn *c, unsigned int mid);
 int sdp_core_control_due(const struct sdp_core_conn *c,
 			 unsigned int tx_queued, unsigned short posted_rx);
 
+/*
+ * Acknowledge the data received so far at the next opportunity: the
+ * delayed-ack timer fired, or the reader took everything and waits for more.
+ * A sender holds small writes (Nagle) until its last partial message is
+ * acknowledged; control_due() then returns a zero-payload Data unless other
+ * traffic carries the acknowledgement first.
+ */
+void sdp_core_ack_request(struct sdp_core_conn *c);
+
 /* The user shut down sending (shutdown(SHUT_WR) or close()). */
 void sdp_core_shutdown_send(struct sdp_core_conn *c);
 
@@ -140,6 +149,8 @@ struct sdp_core_rx {
 	unsigned int payload_off; /* payload bytes at buf + payload_off */
 	unsigned int payload_len;
 	int urgent; /* the last payload byte is urgent (MSG_OOB) */
+	int ack_timer; /* an acknowledgement became owed: arm the delayed-ack
+			* timer, which calls sdp_core_ack_request() */
 };
 
 /*

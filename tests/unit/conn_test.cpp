@@ -451,13 +451,13 @@ TEST_F(ConnTx, FullSegmentPostsWithCredits)
 TEST_F(ConnTx, NagleHoldsPartialSegmentOnlyWhileDataInFlight)
 {
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, 0), SDP_TX_POST) << "nothing in flight: goes now";
-    SendData();
+    SendData(Seg()); // full segments: no acknowledgement from the peer is awaited
     EXPECT_EQ(sdp_core_data_in_flight(A()), 1u);
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, 0), SDP_TX_HOLD);
     EXPECT_EQ(sdp_core_tx_decide(A(), Seg() - 1, 0, 0), SDP_TX_HOLD);
     EXPECT_EQ(sdp_core_tx_decide(A(), Seg(), 0, 0), SDP_TX_POST);
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 1, 0), SDP_TX_POST) << "full segments are not held";
-    SendData();
+    SendData(Seg());
     sdp_core_tx_done(A(), SDP_MID_DATA);
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, 0), SDP_TX_HOLD) << "one of two still in flight";
     sdp_core_tx_done(A(), SDP_MID_DATA);
@@ -465,6 +465,55 @@ TEST_F(ConnTx, NagleHoldsPartialSegmentOnlyWhileDataInFlight)
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, 0), SDP_TX_POST) << "the completion releases it";
     sdp_core_tx_done(A(), SDP_MID_DATA);
     EXPECT_EQ(sdp_core_data_in_flight(A()), 0u) << "a stray completion does not wrap";
+}
+
+// Minshall's Nagle on the peer's acknowledgement: after a partial message,
+// small data waits until the peer's mseq_ack covers it, however soon the
+// transport completes the SEND (on a local link, before the next write).
+TEST_F(ConnTx, NagleHoldsSmallDataUntilThePeerAcknowledges)
+{
+    sdp_core_rx rx{};
+    ASSERT_RC(Pair::Send(A(), P(), SDP_MID_DATA, 1, &rx), 0);
+    EXPECT_EQ(rx.ack_timer, 1) << "a partial message makes an acknowledgement owed";
+    sdp_core_tx_done(A(), SDP_MID_DATA);
+    EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, 0), SDP_TX_HOLD) << "completed, not acknowledged";
+    EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, SDP_TXO_NODELAY), SDP_TX_POST);
+    EXPECT_EQ(sdp_core_tx_decide(A(), 1, 1, 0), SDP_TX_POST) << "full segments are not held";
+    // The passive side owes the acknowledgement but sends it only when asked.
+    EXPECT_EQ(sdp_core_control_due(P(), 0, 8), 0);
+    sdp_core_ack_request(P());
+    ASSERT_EQ(sdp_core_control_due(P(), 0, 8), SDP_MID_DATA);
+    ASSERT_RC(Pair::Send(P(), A(), SDP_MID_DATA, 0, &rx), 0);
+    EXPECT_EQ(sdp_core_control_due(P(), 0, 8), 0) << "acknowledged once";
+    EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, 0), SDP_TX_POST) << "the acknowledgement releases it";
+}
+
+TEST_F(ConnTx, PeerDataCarriesTheAcknowledgement)
+{
+    sdp_core_rx rx{};
+    ASSERT_RC(Pair::Send(A(), P(), SDP_MID_DATA, 10, &rx), 0);
+    ASSERT_EQ(rx.ack_timer, 1);
+    ASSERT_RC(Pair::Send(A(), P(), SDP_MID_DATA, 10, &rx), 0);
+    EXPECT_EQ(rx.ack_timer, 0) << "already owed: the timer is armed";
+    sdp_core_tx_done(A(), SDP_MID_DATA);
+    sdp_core_tx_done(A(), SDP_MID_DATA);
+    EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, 0), SDP_TX_HOLD);
+    // A reply (request/response) acknowledges without an extra message.
+    ASSERT_RC(Pair::Send(P(), A(), SDP_MID_DATA, 5, &rx), 0);
+    sdp_core_ack_request(P()); // the timer fires later: nothing is owed
+    EXPECT_EQ(sdp_core_control_due(P(), 0, 8), 0);
+    EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, 0), SDP_TX_POST);
+}
+
+TEST_F(ConnTx, FullMessagesOweNoAcknowledgement)
+{
+    sdp_core_rx rx{};
+    ASSERT_RC(Pair::Send(A(), P(), SDP_MID_DATA, Seg(), &rx), 0);
+    EXPECT_EQ(rx.ack_timer, 0);
+    sdp_core_ack_request(P());
+    EXPECT_EQ(sdp_core_control_due(P(), 0, 8), 0);
+    ASSERT_RC(Pair::Send(A(), P(), SDP_MID_DATA, 0, &rx), 0);
+    EXPECT_EQ(rx.ack_timer, 0) << "a credit update is not data to acknowledge";
 }
 
 TEST_F(ConnTx, NodelayAndPushOverrideNagle)
@@ -653,8 +702,9 @@ TEST_F(ConnTx, NagleWaitsForPayloadNotForCreditUpdates)
     unsigned char hdr[kBsdh];
     ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, 0), SDP_TX_POST);
-    // ... payload does, even with updates posted after it ...
-    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 10, 0, 8), int{kBsdh});
+    // ... payload does, even with updates posted after it (full segments
+    // here: a partial one would wait for the peer's acknowledgement too) ...
+    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, Seg(), 0, 8), int{kBsdh});
     ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
     ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, 0), SDP_TX_HOLD);

@@ -141,6 +141,7 @@ struct Weights {
     unsigned poll = 10;    // a side handles a batch of completions
     unsigned cork = 2;     // TCP_CORK set / cleared
     unsigned shutdown = 5; // once everything is written
+    unsigned ack_timer = 3; // the delayed-ack timer of a side fires (when armed)
 };
 
 struct SideStats {
@@ -269,6 +270,7 @@ class World {
         unsigned n_held = 0; // buffers holding payload not read yet
         unsigned leaked = 0; // leak_every
         bool shut = false;
+        bool ack_timer = false; // delayed-ack timer armed (sdp_arm_ack_timer)
         bool corked = false;
         bool disconn_posted = false;
         bool disconn_rcvd = false;
@@ -284,6 +286,7 @@ class World {
         kCork,
         kUncork,
         kShutdown,
+        kAckTimer,
         kPost, // not an event: traced when a SEND is posted
         kCount
     };
@@ -300,7 +303,8 @@ class World {
     static const char* ev_name(Ev e)
     {
         static const char* const kNames[] = {"write", "read",   "arrive",   "ack", "poll",
-                                             "cork",  "uncork", "shutdown", "post"};
+                                             "cork",  "uncork", "shutdown", "ack-timer",
+                                             "post"};
         return kNames[static_cast<unsigned>(e)];
     }
 
@@ -449,6 +453,8 @@ class World {
                                [](const Sent& x) { return x.state == SendState::kArrived; });
         case Ev::kPoll:
             return d.n_unpolled > 0 || acked_sends(d) > 0;
+        case Ev::kAckTimer:
+            return d.ack_timer;
         // Only between writes: an application blocked in write() (the ring
         // full of full segments, which cork does not hold) cannot toggle.
         case Ev::kCork:
@@ -479,6 +485,8 @@ class World {
             return w_.cork;
         case Ev::kShutdown:
             return w_.shutdown;
+        case Ev::kAckTimer:
+            return w_.ack_timer;
         default:
             return 0;
         }
@@ -539,7 +547,8 @@ class World {
         for (int d = 0; d < 2; d++)
             for (Ev app : {Ev::kWrite, Ev::kRead, Ev::kCork, Ev::kUncork, Ev::kShutdown})
                 app_can_act = app_can_act || (enabled(app, d) && weight(app) > 0);
-        const bool transport = ev == Ev::kArrive || ev == Ev::kAck || ev == Ev::kPoll;
+        const bool transport =
+            ev == Ev::kArrive || ev == Ev::kAck || ev == Ev::kPoll || ev == Ev::kAckTimer;
         if (app_can_act)
             idle_steps_ = 0;
         else if (transport)
@@ -563,6 +572,12 @@ class World {
             break;
         case Ev::kPoll:
             poll_cq(s);
+            break;
+        case Ev::kAckTimer: // sdp_ack_work()
+            trace(Ev::kAckTimer, s, 0);
+            me(s).ack_timer = false;
+            sdp_core_ack_request(&me(s).conn);
+            pump(s, 0);
             break;
         case Ev::kCork:
             trace(Ev::kCork, s, 0);
@@ -673,6 +688,10 @@ class World {
             d.paused = rng_.range(1, d.cfg.pause_steps);
         release_rx(s);
         post_recvs(s);
+        // Everything read: the reader goes back to waiting for more, which
+        // asks for the acknowledgement a Nagle-holding writer needs.
+        if (d.unread == 0)
+            sdp_core_ack_request(&d.conn);
         pump(s, 0);
     }
 
@@ -811,6 +830,8 @@ class World {
                 d.urgent_seen.push_back(d.rx_bytes + rx.payload_len - 1);
             d.unread += rx.payload_len;
             d.rx_bytes += rx.payload_len;
+            if (rx.ack_timer != 0)
+                d.ack_timer = true;
             if (coalesce(d, at, rx)) {
                 d.stats.coalesced++;
                 break;
