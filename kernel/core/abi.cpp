@@ -143,4 +143,66 @@ unsigned int sdp_core_data_in_flight(const sdp_core_conn* c)
     return conn(c)->data_in_flight();
 }
 
+void sdp_core_zc_query(const sdp_core_conn* c, sdp_core_zc_status* st)
+{
+    conn(c)->zc_status(st);
+}
+
+int sdp_core_tx_src_avail(sdp_core_conn* c, unsigned char* hdr, unsigned int size,
+                          const sdp_core_zc* zc, unsigned short posted_rx)
+{
+    return conn(c)->tx_src_avail(hdr, size, *zc, posted_rx);
+}
+
+void sdp_core_src_cancel(sdp_core_conn* c)
+{
+    conn(c)->src_cancel();
+}
+
+void sdp_core_src_release(sdp_core_conn* c)
+{
+    conn(c)->src_release();
+}
+
+int sdp_core_sink_take(sdp_core_conn* c, unsigned int want, sdp_core_zc* zc)
+{
+    return conn(c)->sink_take(want, zc);
+}
+
+int sdp_core_rd_start(sdp_core_conn* c, unsigned int n)
+{
+    return conn(c)->rd_start(n);
+}
+
+void sdp_core_rd_done(sdp_core_conn* c, unsigned int n)
+{
+    conn(c)->rd_done(n);
+}
+
+void sdp_core_rsa_abandon(sdp_core_conn* c)
+{
+    conn(c)->rsa_abandon();
+}
+
+void sdp_core_set_reader_waiting(sdp_core_conn* c, int waiting)
+{
+    conn(c)->set_reader_waiting(waiting != 0);
+}
+
+int sdp_core_tx_sink_avail(sdp_core_conn* c, unsigned char* hdr, unsigned int size,
+                           const sdp_core_zc* zc, unsigned short posted_rx)
+{
+    return conn(c)->tx_sink_avail(hdr, size, *zc, posted_rx);
+}
+
+void sdp_core_adv_cancel(sdp_core_conn* c)
+{
+    conn(c)->adv_cancel();
+}
+
+void sdp_core_adv_release(sdp_core_conn* c)
+{
+    conn(c)->adv_release();
+}
+
 } // extern "C"

@@ -169,6 +169,10 @@ sdp_core_tx_verdict Connection::tx_verdict(u32 seg_bytes, bool full, u32 opts) c
     // peer acknowledges once its reader has taken the data (it waits for
     // more, or its delayed-ack timer fires) or with its own data, as TCP's
     // receiver does; that release carries every small write made meanwhile.
+    // Stream order: our SrcAvail's bytes, or an RDMA Write's completion,
+    // come first.
+    if (zc_blocks_data())
+        return SDP_TX_HOLD;
     if (!full && !(opts & SDP_TXO_PUSH)) {
         if (opts & SDP_TXO_CORK)
             return SDP_TX_HOLD;
@@ -198,6 +202,8 @@ int Connection::tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags, u16 poste
         // peer may go on sending and must hear of re-posted buffers.
         if ((state_ & SDP_CS_DISCONN_SENT) && payload_len != 0)
             return -SDP_CORE_ESTATE;
+        if (payload_len != 0 && zc_blocks_data())
+            return -SDP_CORE_ESTATE;
         if (payload_len > seg_max())
             return -SDP_CORE_ETOOBIG;
         // A zero-payload credit update may take a control credit.
@@ -214,6 +220,16 @@ int Connection::tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags, u16 poste
         if (!credits_.may_send_control())
             return -SDP_CORE_ESTATE;
         break;
+    case wire::Mid::kRdmaWrCompl:
+    case wire::Mid::kRdmaRdCompl:
+    case wire::Mid::kSendSm:
+    case wire::Mid::kSrcAvailCancel:
+    case wire::Mid::kSinkAvailCancel:
+    case wire::Mid::kSinkCancelAck:
+        // Only when due: their fields are the core's.
+        if (zc_control_due() != static_cast<int>(mid) || !credits_.may_send_control())
+            return -SDP_CORE_ESTATE;
+        break;
     default:
         return -SDP_CORE_EPROTO;
     }
@@ -225,12 +241,22 @@ int Connection::tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags, u16 poste
     // Every message acknowledges everything received so far.
     ack_owed_ = false;
     ack_requested_ = false;
-    if (msg.bsdh.mid == wire::Mid::kData && payload_len != 0 && payload_len < seg_max()) {
-        nagle_mseq_ = msg.bsdh.mseq;
-        nagle_wait_ = true;
+    if (msg.bsdh.mid == wire::Mid::kData && payload_len != 0) {
+        data_sent(msg.bsdh.mseq);
+        if (payload_len < seg_max()) {
+            nagle_mseq_ = msg.bsdh.mseq;
+            nagle_wait_ = true;
+        }
+    }
+    if (!wire::is_control(msg.bsdh.mid) || msg.bsdh.mid == wire::Mid::kDisConn ||
+        msg.bsdh.mid == wire::Mid::kAbortConn) {
+        // Data, DisConn, AbortConn: nothing more to fill in.
+    } else if (zc_tx_build(&msg) != 0) {
+        return -SDP_CORE_EPROTO;
     }
     usize written = 0;
-    if (wire::encode_header(msg, hdr, kBsdh, &written) != wire::EncodeError::kNone)
+    if (wire::encode_header(msg, hdr, wire::header_size(msg.bsdh.mid), &written) !=
+        wire::EncodeError::kNone)
         return -SDP_CORE_ENOROOM;
     // Every Data SEND, credit updates included: tx_done() gets only the mid
     // and cannot tell an update's completion from a data segment's.
@@ -262,7 +288,13 @@ int Connection::control_due(u32 tx_queued, u16 posted_rx) const
         return 0;
     if (!credits_.may_send_control())
         return 0;
-    if ((state_ & SDP_CS_SHUT_REQUESTED) && !(state_ & SDP_CS_DISCONN_SENT) && tx_queued == 0)
+    // Zero-copy answers and completions keep the last credit back, like
+    // credit updates (below).
+    const int zc = zc_control_due();
+    if (zc != 0 && credits_.tx_credits() >= 2)
+        return zc;
+    if ((state_ & SDP_CS_SHUT_REQUESTED) && !(state_ & SDP_CS_DISCONN_SENT) && tx_queued == 0 &&
+        !zc_blocks_data())
         return SDP_MID_DISCONN;
     // Closed both ways: no data follows in either direction, so neither side
     // needs credits any more, not even for updates.  Our DisConn stays the
@@ -332,6 +364,12 @@ int Connection::rx(const u8* buf, u32 byte_len, sdp_core_rx* out)
     case wire::Mid::kData:
         if ((state_ & SDP_CS_DISCONN_RCVD) && msg.payload_len)
             return -SDP_CORE_EPROTO;
+        if (msg.payload_len != 0) {
+            // Nothing may overtake the bytes of the peer's own SrcAvail.
+            if (rsa_.active)
+                return -SDP_CORE_EPROTO;
+            data_received();
+        }
         out->kind = SDP_RX_DATA;
         out->payload_off = static_cast<u32>(msg.payload - buf);
         out->payload_len = msg.payload_len;
@@ -354,11 +392,15 @@ int Connection::rx(const u8* buf, u32 byte_len, sdp_core_rx* out)
         state_ |= SDP_CS_ABORTED;
         out->kind = SDP_RX_ABORT;
         return 0;
-    default:
-        // Hello/HelloAck after setup, and the zero-copy messages this
-        // implementation never invites (it sends no SinkAvail and advertises
-        // no zero-copy support), are protocol errors.
+    case wire::Mid::kHello:
+    case wire::Mid::kHelloAck:
+    case wire::Mid::kChRcvBuf:
+    case wire::Mid::kChRcvBufAck:
+        // Hello/HelloAck after setup, and buffer resizing (never invited:
+        // the ring size is fixed) are protocol errors.
         return -SDP_CORE_EPROTO;
+    default:
+        return zc_rx(msg, out);
     }
 }
 

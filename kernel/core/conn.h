@@ -2,7 +2,8 @@
 //
 // One SDP connection's protocol state: the Hello exchange, credits and
 // sequence numbers (CreditLedger), Nagle/cork decisions, the DisConn /
-// AbortConn state machine and validation of every received message.
+// AbortConn state machine, the zero-copy state machines (zcopy.cpp) and
+// validation of every received message.
 //
 // Sans-I/O: the host (kernel glue or a userspace simulation) owns buffers
 // and queue pairs, calls in with events and gets decisions back.  The C ABI
@@ -36,12 +37,68 @@ class Connection {
 
     int rx(const u8* buf, u32 byte_len, sdp_core_rx* out);
 
+    // Zero copy (zcopy.cpp); see sdp_core.h for the protocol.
+    int tx_src_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 posted_rx);
+    void src_cancel();
+    void src_release();
+    int sink_take(u32 want, sdp_core_zc* out);
+    int rd_start(u32 n);
+    void rd_done(u32 n);
+    void rsa_abandon();
+    void set_reader_waiting(bool waiting) { reader_waiting_ = waiting; }
+    int tx_sink_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 posted_rx);
+    void adv_cancel();
+    void adv_release();
+    void zc_status(struct sdp_core_zc_status* out) const;
+
     u32 state() const { return state_; }
     u32 tx_credits() const { return credits_.tx_credits(); }
     u32 data_in_flight() const { return data_in_flight_; }
     const CreditLedger& credits() const { return credits_; }
 
   private:
+    // Zero-copy transfer states (zcopy.cpp).
+    enum class Zc : u8 { kIdle, kActive, kCancelling, kDone };
+    // Our SrcAvail (we are the data source).
+    struct OwnSrcAvail {
+        u32 mseq;
+        u32 len;
+        u32 acked;       // RdmaRdCompl bytes
+        u32 cancel_mseq; // our SrcAvailCancel
+        Zc state;
+        bool sink_stopped; // a SendSM: the sink reads no more
+    };
+    // The peer's SrcAvail (we are the sink).
+    struct PeerSrcAvail {
+        u64 vaddr;
+        u32 rkey;
+        u32 len;
+        u32 read;     // bytes read and reported (or being reported)
+        u32 reading;  // bytes of the RDMA Read in progress
+        bool active;  // offered and neither finished nor ended by SendSM
+        bool stopped; // cancelled by the source or abandoned by us: read no more
+    };
+    // Our SinkAvail (we are the sink).
+    struct OwnSinkAvail {
+        u32 mseq;
+        u32 len;
+        u32 written; // RdmaWrCompl bytes
+        Zc state;
+    };
+    // The peer's SinkAvail (we are the source).
+    struct PeerSinkAvail {
+        u64 vaddr;
+        u32 rkey;
+        u32 len;
+        bool usable;
+    };
+    int zc_rx(const wire::Message& msg, sdp_core_rx* out);
+    int zc_tx_build(wire::Message* msg);
+    int zc_control_due() const;
+    bool zc_blocks_data() const;
+    void data_sent(u32 mseq);
+    void data_received();
+
     // Our Hello/HelloAck as a BSDH, so the ledger can start from it.
     void start(const wire::Bsdh& peer, u16 advertised);
     // SENDs complete in posting order, so payload is in flight iff the last
@@ -72,6 +129,19 @@ class Connection {
     // that acknowledgement to go (delayed-ack timer, reader waiting).
     bool ack_owed_ = false;
     bool ack_requested_ = false;
+    // Zero copy.
+    OwnSrcAvail src_{};
+    PeerSrcAvail rsa_{};
+    OwnSinkAvail adv_{};
+    PeerSinkAvail psink_{};
+    u32 last_data_mseq_ = 0; // our last message carrying stream bytes
+    u32 rd_compl_due_ = 0;   // bytes read, RdmaRdCompl not yet sent
+    u32 wr_compl_due_ = 0;   // bytes written, RdmaWrCompl not yet sent
+    bool send_sm_due_ = false;
+    bool src_cancel_due_ = false;
+    bool sink_cancel_due_ = false;
+    bool sink_cancel_ack_due_ = false;
+    bool reader_waiting_ = false; // an application receive is posted (deadlock rule)
     // We sent the Hello (breaks ties in the credit update rule).
     bool active_ = false;
     // The last tx_verdict() was SDP_TX_NO_CREDIT: queued data waits for

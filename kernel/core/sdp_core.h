@@ -31,7 +31,7 @@ int sdp_core_selftest(const char **failed);
 /* ---- one connection ---------------------------------------------------- */
 
 /* Opaque protocol state, embedded in the host's socket (no allocation). */
-#define SDP_CORE_CONN_BYTES 128
+#define SDP_CORE_CONN_BYTES 256
 struct sdp_core_conn {
 	unsigned long long opaque[SDP_CORE_CONN_BYTES / 8];
 };
@@ -101,11 +101,12 @@ enum sdp_core_tx_verdict sdp_core_tx_decide(const struct sdp_core_conn *c,
 					    unsigned int opts);
 
 /*
- * Write the headers of an outgoing SEND at hdr (SDP_BSDH_SIZE bytes for
- * Data, DisConn, AbortConn) and account it: sequence number, credit, data in
- * flight.  mid is an enum sdp_mid the core sends (Data, DisConn, AbortConn);
- * flags are BSDH flags (SDP_FLAG_OOB_PRES).  posted_rx: receive buffers
- * posted now.  Returns the header length, or -enum sdp_core_err.
+ * Write the headers of an outgoing SEND at hdr (SDP_BSDH_SIZE bytes, 20 for
+ * RdmaRdCompl and RdmaWrCompl) and account it: sequence number, credit,
+ * data in flight.  mid is Data, DisConn, AbortConn or a zero-copy control
+ * message control_due() returned (its fields come from the core); flags
+ * are BSDH flags (SDP_FLAG_OOB_PRES).  posted_rx: receive buffers posted
+ * now.  Returns the header length, or -enum sdp_core_err.
  */
 int sdp_core_tx_build(struct sdp_core_conn *c, unsigned char *hdr,
 		      unsigned int mid, unsigned int payload_len,
@@ -116,8 +117,9 @@ void sdp_core_tx_done(struct sdp_core_conn *c, unsigned int mid);
 
 /*
  * The control message that should go out now, if any: 0 for none, else an
- * enum sdp_mid (SDP_MID_DISCONN once shutdown was requested and no data is
- * queued, SDP_MID_DATA for a zero-payload credit update).
+ * enum sdp_mid: a zero-copy completion, SendSM or cancel first, then
+ * SDP_MID_DISCONN once shutdown was requested and no data is queued, then
+ * SDP_MID_DATA for a zero-payload credit update.
  * tx_queued: Data segments queued and not yet posted.
  */
 int sdp_core_control_due(const struct sdp_core_conn *c,
@@ -141,6 +143,10 @@ enum sdp_core_rx_kind {
 	SDP_RX_DATA = 0,    /* payload for the socket (may be empty: credits) */
 	SDP_RX_DISCONN = 1, /* the peer will send no more: EOF after the data */
 	SDP_RX_ABORT = 2,   /* the peer aborted the connection: ECONNRESET */
+	SDP_RX_ZCOPY = 3,   /* a zero-copy message (mid says which): the zero-
+			     * copy state changed, see sdp_core_zc_query();
+			     * for RdmaWrCompl zc_bytes landed in the buffer
+			     * our SinkAvail advertised */
 };
 
 struct sdp_core_rx {
@@ -151,6 +157,8 @@ struct sdp_core_rx {
 	int urgent; /* the last payload byte is urgent (MSG_OOB) */
 	int ack_timer; /* an acknowledgement became owed: arm the delayed-ack
 			* timer, which calls sdp_core_ack_request() */
+	unsigned int zc_bytes; /* SDP_RX_ZCOPY: bytes the message reports
+				* (SrcAvail, RdmaRdCompl, RdmaWrCompl) */
 };
 
 /*
@@ -177,6 +185,115 @@ unsigned int sdp_core_state(const struct sdp_core_conn *c);
  */
 unsigned int sdp_core_tx_credits(const struct sdp_core_conn *c);
 unsigned int sdp_core_data_in_flight(const struct sdp_core_conn *c);
+
+/* ---- zero copy ------------------------------------------------------------ */
+
+/*
+ * Zero-copy transfers move stream bytes by RDMA between registered
+ * application buffers.  The core owns the protocol (which message is due,
+ * what the peer may do, where each transfer stands); the host owns the
+ * registrations, the RDMA work requests and waiting.
+ *
+ * Source side, SrcAvail + RDMA Read: with nothing queued ahead, the host
+ * registers len bytes for remote read and posts the SrcAvail built by
+ * sdp_core_tx_src_avail().  The sink reads and answers RdmaRdCompl(n) until
+ * all is read; or it sends SendSM (it reads no more: the rest goes by
+ * bcopy).  The source may give up with sdp_core_src_cancel(): SrcAvailCancel
+ * goes, and the sink always answers with SendSM, after the RdmaRdCompl of
+ * what it read.  When src_state is SDP_ZC_DONE the host invalidates its key
+ * and calls sdp_core_src_release(); src_acked bytes were delivered.
+ *
+ * Sink side of a SrcAvail: SDP_RX_ZCOPY with mid SrcAvail queues rsa_left
+ * bytes behind the unread data.  The host reads them with RDMA Reads at
+ * (rsa_rkey, rsa_vaddr): sdp_core_rd_start(n), then sdp_core_rd_done(n)
+ * (RdmaRdCompl becomes due).  MSG_PEEK or a failed registration give the
+ * offer up with sdp_core_rsa_abandon() (SendSM).  A SrcAvail that arrives
+ * while our own SrcAvail is outstanding and no application receive is
+ * posted (sdp_core_set_reader_waiting()) is the send/send deadlock of the
+ * specification: the core answers SendSM at once and never offers it.
+ *
+ * Sink side, SinkAvail + RDMA Write: with nothing unread the host registers
+ * the application's receive buffer for remote write and posts the
+ * SinkAvail built by sdp_core_tx_sink_avail().  The source writes into it
+ * and sends RdmaWrCompl(n) (SDP_RX_ZCOPY, zc_bytes = n), which ends the
+ * advertisement.  A message carrying stream bytes (Data, SrcAvail) ends it
+ * too: the source never uses an advertisement after sending such a message.
+ * The sink may cancel (sdp_core_adv_cancel(): SinkAvailCancel); the source
+ * always answers SinkCancelAck, after the RdmaWrCompl of a write it made.
+ * When adv_state is SDP_ZC_DONE the host invalidates and calls
+ * sdp_core_adv_release().
+ *
+ * Source side of a SinkAvail: sdp_core_sink_take() hands out a usable
+ * advertisement (one the sink made after receiving all our stream bytes);
+ * the host RDMA-writes zc->len bytes there and posts the RdmaWrCompl that
+ * sdp_core_control_due() then returns, before anything else.
+ *
+ * Every cancel and every zero-copy completion message goes through
+ * sdp_core_control_due() and sdp_core_tx_build().
+ */
+enum sdp_core_zc_state {
+	SDP_ZC_IDLE = 0,
+	SDP_ZC_ACTIVE = 1,     /* offered, the peer may use it */
+	SDP_ZC_CANCELLING = 2, /* cancel sent or due, the peer's answer pending */
+	SDP_ZC_DONE = 3,       /* ended: invalidate, then release */
+};
+
+/* Largest SrcAvail or SinkAvail this implementation sends or accepts. */
+#define SDP_ZC_MAX_LEN (64u << 20)
+
+struct sdp_core_zc {
+	unsigned int len;
+	unsigned int rkey;
+	unsigned long long vaddr;
+};
+
+struct sdp_core_zc_status {
+	/* our SrcAvail */
+	unsigned int src_state;	 /* enum sdp_core_zc_state */
+	unsigned int src_len;
+	unsigned int src_acked;	 /* bytes the sink has read */
+	int src_sink_stopped;	 /* a SendSM came: the sink reads no more */
+	/* the peer's SrcAvail */
+	unsigned int rsa_left;	 /* bytes offered and not yet read (0: none) */
+	unsigned int rsa_rkey;
+	unsigned long long rsa_vaddr; /* address of the next unread byte */
+	int rsa_reading;	 /* an RDMA Read is in progress */
+	/* our SinkAvail */
+	unsigned int adv_state;	 /* enum sdp_core_zc_state */
+	unsigned int adv_written; /* bytes the source wrote into it */
+	/* the peer's SinkAvail */
+	int psink_usable;
+	/* zero-copy control messages still to send */
+	int control_pending;
+};
+
+void sdp_core_zc_query(const struct sdp_core_conn *c,
+			struct sdp_core_zc_status *st);
+
+/* SrcAvail for zc (header only, SDP_SRC_AVAIL_HDR_SIZE bytes at hdr). */
+int sdp_core_tx_src_avail(struct sdp_core_conn *c, unsigned char *hdr,
+			  unsigned int size, const struct sdp_core_zc *zc,
+			  unsigned short posted_rx);
+void sdp_core_src_cancel(struct sdp_core_conn *c);
+void sdp_core_src_release(struct sdp_core_conn *c);
+
+/* A usable SinkAvail of the peer for up to `want` bytes: 1 and *zc, or 0. */
+int sdp_core_sink_take(struct sdp_core_conn *c, unsigned int want,
+		       struct sdp_core_zc *zc);
+
+/* RDMA Read of n bytes of the peer's SrcAvail: 0, or -SDP_CORE_ESTATE. */
+int sdp_core_rd_start(struct sdp_core_conn *c, unsigned int n);
+/* The read ended; n bytes landed (0 if it failed). */
+void sdp_core_rd_done(struct sdp_core_conn *c, unsigned int n);
+void sdp_core_rsa_abandon(struct sdp_core_conn *c);
+void sdp_core_set_reader_waiting(struct sdp_core_conn *c, int waiting);
+
+/* SinkAvail for zc (SDP_SINK_AVAIL_SIZE bytes at hdr). */
+int sdp_core_tx_sink_avail(struct sdp_core_conn *c, unsigned char *hdr,
+			   unsigned int size, const struct sdp_core_zc *zc,
+			   unsigned short posted_rx);
+void sdp_core_adv_cancel(struct sdp_core_conn *c);
+void sdp_core_adv_release(struct sdp_core_conn *c);
 
 #ifdef __cplusplus
 }

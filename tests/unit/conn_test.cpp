@@ -1186,7 +1186,9 @@ TEST_F(ConnRx, SetupMessagesAfterSetup)
     EXPECT_RC(Recv(P(), ack, &rx), -SDP_CORE_EPROTO);
 }
 
-TEST_F(ConnRx, ZeroCopyAndOtherUninvitedMessages)
+// What each message means to a fresh connection (no transfer of any kind
+// in progress); the zero-copy state machines are tested in zcopy_test.cpp.
+TEST_F(ConnRx, MessagesOnAnIdleConnection)
 {
     struct Case {
         unsigned mid;
@@ -1195,15 +1197,15 @@ TEST_F(ConnRx, ZeroCopyAndOtherUninvitedMessages)
         int want;
     };
     const Case cases[] = {
-        {SDP_MID_SRC_AVAIL, 16, 0, -SDP_CORE_EPROTO},
-        {SDP_MID_SRC_AVAIL, 16, 100, -SDP_CORE_EPROTO}, // inline payload
-        {SDP_MID_SINK_AVAIL, 20, 0, -SDP_CORE_EPROTO},
-        {SDP_MID_RDMA_RD_COMPL, 4, 0, -SDP_CORE_EPROTO},
-        {SDP_MID_RDMA_WR_COMPL, 4, 0, -SDP_CORE_EPROTO},
-        {SDP_MID_SEND_SM, 0, 0, -SDP_CORE_EPROTO},
-        {SDP_MID_SRC_AVAIL_CANCEL, 0, 0, -SDP_CORE_EPROTO},
-        {SDP_MID_SINK_AVAIL_CANCEL, 0, 0, -SDP_CORE_EPROTO},
-        {SDP_MID_SINK_CANCEL_ACK, 0, 0, -SDP_CORE_EPROTO},
+        {SDP_MID_SRC_AVAIL, 16, 0, 0},                     // an offer to read
+        {SDP_MID_SRC_AVAIL, 16, 100, -SDP_CORE_EPROTO},    // inline payload: never accepted
+        {SDP_MID_SINK_AVAIL, 20, 0, 0},                    // an offer to be written
+        {SDP_MID_RDMA_RD_COMPL, 4, 0, -SDP_CORE_EPROTO},   // no SrcAvail of ours
+        {SDP_MID_RDMA_WR_COMPL, 4, 0, -SDP_CORE_EPROTO},   // no SinkAvail of ours
+        {SDP_MID_SEND_SM, 0, 0, 0},                        // about nothing: ignored
+        {SDP_MID_SRC_AVAIL_CANCEL, 0, 0, 0},               // answered with SendSM
+        {SDP_MID_SINK_AVAIL_CANCEL, 0, 0, 0},              // answered with SinkCancelAck
+        {SDP_MID_SINK_CANCEL_ACK, 0, 0, -SDP_CORE_EPROTO}, // we cancelled nothing
         {SDP_MID_CH_RCV_BUF, 4, 0, -SDP_CORE_EPROTO},
         {SDP_MID_CH_RCV_BUF_ACK, 4, 0, -SDP_CORE_EPROTO},
         {SDP_MID_MODE_CHANGE, 0, 0, -SDP_CORE_EPROTO},
@@ -1221,6 +1223,9 @@ TEST_F(ConnRx, ZeroCopyAndOtherUninvitedMessages)
         p.Connect();
         sdp_core_rx rx{};
         EXPECT_RC(Recv(&p.active, m, &rx), k.want) << "mid 0x" << std::hex << k.mid;
+        if (k.want == 0 && k.mid != SDP_MID_DATA) {
+            EXPECT_EQ(rx.kind, unsigned{SDP_RX_ZCOPY}) << "mid 0x" << std::hex << k.mid;
+        }
     }
 }
 

@@ -136,11 +136,11 @@ struct SideConfig {
 struct Weights {
     unsigned write = 10;
     unsigned read = 10;
-    unsigned arrive = 10;  // a SEND lands in the peer's buffer
-    unsigned ack = 10;     // its send completion reaches the sender's CQ
-    unsigned poll = 10;    // a side handles a batch of completions
-    unsigned cork = 2;     // TCP_CORK set / cleared
-    unsigned shutdown = 5; // once everything is written
+    unsigned arrive = 10;   // a SEND lands in the peer's buffer
+    unsigned ack = 10;      // its send completion reaches the sender's CQ
+    unsigned poll = 10;     // a side handles a batch of completions
+    unsigned cork = 2;      // TCP_CORK set / cleared
+    unsigned shutdown = 5;  // once everything is written
     unsigned ack_timer = 3; // the delayed-ack timer of a side fires (when armed)
 };
 
@@ -302,9 +302,8 @@ class World {
 
     static const char* ev_name(Ev e)
     {
-        static const char* const kNames[] = {"write", "read",   "arrive",   "ack", "poll",
-                                             "cork",  "uncork", "shutdown", "ack-timer",
-                                             "post"};
+        static const char* const kNames[] = {"write", "read",   "arrive",   "ack",       "poll",
+                                             "cork",  "uncork", "shutdown", "ack-timer", "post"};
         return kNames[static_cast<unsigned>(e)];
     }
 

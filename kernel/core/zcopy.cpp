@@ -1,0 +1,362 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// Zero-copy state machines of one connection: our SrcAvail and the peer's
+// (RDMA Read), our SinkAvail and the peer's (RDMA Write), SendSM and the
+// cancels.  The protocol is described in sdp_core.h and in
+// Documentation/zcopy.md; this file decides what each side may do next and
+// rejects everything a peer may not send.
+//
+// One transfer of each kind at a time (max_adverts 1): a source never has
+// two SrcAvails outstanding, a sink never two SinkAvails.  The rules that
+// keep both sides in agreement without extra messages:
+//
+//  * A SendSM ends our SrcAvail if it acknowledges it (mseq_ack at or after
+//    the SrcAvail); after our SrcAvailCancel only the SendSM acknowledging
+//    the cancel ends it, so an earlier SendSM that crossed the cancel is
+//    never mistaken for the answer and the next SrcAvail never meets a stale
+//    one.
+//  * A SinkAvail is usable only if the sink had received every stream byte
+//    we sent (its mseq_ack covers our last data-bearing message), so bytes
+//    written into it are exactly the next ones in the stream.  Once we send
+//    stream bytes by any other message, we never use it; the sink, receiving
+//    such a message, knows the advertisement ended without asking.
+#include "conn.h"
+
+namespace sdp {
+namespace {
+
+// a is at or after b in sequence space (mseq numbers wrap).
+bool seq_at_or_after(u32 a, u32 b)
+{
+    return static_cast<s32>(a - b) >= 0;
+}
+
+bool valid_offer(u32 len, u64 vaddr)
+{
+    // A zero length never decodes; longer than we ever offer or accept, or
+    // wrapping the address space, cannot describe a real buffer.
+    return len != 0 && len <= SDP_ZC_MAX_LEN && vaddr + len > vaddr;
+}
+
+} // namespace
+
+// Our stream bytes went in message mseq: no earlier SinkAvail of the peer
+// may be used any more.
+void Connection::data_sent(u32 mseq)
+{
+    last_data_mseq_ = mseq;
+    psink_.usable = false;
+}
+
+// The peer sent stream bytes by a message other than RdmaWrCompl: it will
+// never write into our SinkAvail now.
+void Connection::data_received()
+{
+    if (adv_.state == Zc::kActive)
+        adv_.state = Zc::kDone;
+}
+
+bool Connection::zc_blocks_data() const
+{
+    // Stream order: nothing may overtake the bytes our SrcAvail offers, and
+    // after an RDMA Write its RdmaWrCompl goes first.
+    return src_.state == Zc::kActive || src_.state == Zc::kCancelling || wr_compl_due_ != 0;
+}
+
+int Connection::tx_src_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 posted_rx)
+{
+    if (!(state_ & SDP_CS_ESTABLISHED) || (state_ & (SDP_CS_SHUT_REQUESTED | SDP_CS_ABORTED)))
+        return -SDP_CORE_ESTATE;
+    if (src_.state != Zc::kIdle || wr_compl_due_ != 0 || !credits_.may_send_data())
+        return -SDP_CORE_ESTATE;
+    if (!valid_offer(zc.len, zc.vaddr))
+        return -SDP_CORE_EPROTO;
+    wire::Message msg{};
+    msg.bsdh.mid = wire::Mid::kSrcAvail;
+    msg.src_avail = {zc.len, zc.rkey, zc.vaddr};
+    if (size < SDP_SRC_AVAIL_HDR_SIZE)
+        return -SDP_CORE_ENOROOM;
+    credits_.stamp_send(&msg.bsdh, posted_rx);
+    ack_owed_ = false;
+    ack_requested_ = false;
+    usize written = 0;
+    if (wire::encode_header(msg, hdr, size, &written) != wire::EncodeError::kNone)
+        return -SDP_CORE_ENOROOM;
+    src_ = OwnSrcAvail{msg.bsdh.mseq, zc.len, 0, 0, Zc::kActive, false};
+    data_sent(msg.bsdh.mseq);
+    sends_in_flight_++;
+    if (sends_since_payload_ != 0xffffffffu)
+        sends_since_payload_++;
+    return static_cast<int>(written);
+}
+
+void Connection::src_cancel()
+{
+    if (src_.state != Zc::kActive)
+        return;
+    src_.state = Zc::kCancelling;
+    src_cancel_due_ = true;
+}
+
+void Connection::src_release()
+{
+    if (src_.state == Zc::kDone)
+        src_ = OwnSrcAvail{};
+}
+
+int Connection::sink_take(u32 want, sdp_core_zc* out)
+{
+    if (!psink_.usable || want == 0 || src_.state != Zc::kIdle || wr_compl_due_ != 0 ||
+        (state_ & (SDP_CS_DISCONN_SENT | SDP_CS_ABORTED)))
+        return 0;
+    const u32 n = want < psink_.len ? want : psink_.len;
+    *out = sdp_core_zc{n, psink_.rkey, psink_.vaddr};
+    psink_.usable = false;
+    wr_compl_due_ = n;
+    return 1;
+}
+
+int Connection::rd_start(u32 n)
+{
+    if (!rsa_.active || rsa_.stopped || rsa_.reading != 0 || n == 0 || n > rsa_.len - rsa_.read)
+        return -SDP_CORE_ESTATE;
+    rsa_.reading = n;
+    return 0;
+}
+
+void Connection::rd_done(u32 n)
+{
+    if (!rsa_.active || rsa_.reading == 0)
+        return;
+    if (n > rsa_.reading)
+        n = rsa_.reading;
+    rsa_.reading = 0;
+    rsa_.read += n;
+    rd_compl_due_ += n;
+    if (n == 0) {
+        // The read failed (the transport is going down): read no more.
+        rsa_.stopped = true;
+        send_sm_due_ = true;
+    } else if (rsa_.read == rsa_.len && !rsa_.stopped) {
+        rsa_ = PeerSrcAvail{};
+    } else if (rsa_.stopped) {
+        send_sm_due_ = true;
+    }
+}
+
+void Connection::rsa_abandon()
+{
+    if (!rsa_.active || rsa_.stopped)
+        return;
+    rsa_.stopped = true;
+    if (rsa_.reading == 0)
+        send_sm_due_ = true;
+}
+
+int Connection::tx_sink_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 posted_rx)
+{
+    if (!(state_ & SDP_CS_ESTABLISHED) || (state_ & (SDP_CS_DISCONN_RCVD | SDP_CS_ABORTED)))
+        return -SDP_CORE_ESTATE;
+    if (adv_.state != Zc::kIdle || rsa_.active || !credits_.may_send_data())
+        return -SDP_CORE_ESTATE;
+    if (!valid_offer(zc.len, zc.vaddr))
+        return -SDP_CORE_EPROTO;
+    if (size < SDP_SINK_AVAIL_SIZE)
+        return -SDP_CORE_ENOROOM;
+    wire::Message msg{};
+    msg.bsdh.mid = wire::Mid::kSinkAvail;
+    msg.sink_avail = {zc.len, zc.rkey, zc.vaddr, 0};
+    credits_.stamp_send(&msg.bsdh, posted_rx);
+    ack_owed_ = false;
+    ack_requested_ = false;
+    usize written = 0;
+    if (wire::encode_header(msg, hdr, size, &written) != wire::EncodeError::kNone)
+        return -SDP_CORE_ENOROOM;
+    adv_ = OwnSinkAvail{msg.bsdh.mseq, zc.len, 0, Zc::kActive};
+    sends_in_flight_++;
+    if (sends_since_payload_ != 0xffffffffu)
+        sends_since_payload_++;
+    return static_cast<int>(written);
+}
+
+void Connection::adv_cancel()
+{
+    if (adv_.state != Zc::kActive)
+        return;
+    adv_.state = Zc::kCancelling;
+    sink_cancel_due_ = true;
+}
+
+void Connection::adv_release()
+{
+    if (adv_.state == Zc::kDone)
+        adv_ = OwnSinkAvail{};
+}
+
+void Connection::zc_status(struct sdp_core_zc_status* out) const
+{
+    *out = sdp_core_zc_status{};
+    out->src_state = static_cast<u32>(src_.state);
+    out->src_len = src_.len;
+    out->src_acked = src_.acked;
+    out->src_sink_stopped = src_.sink_stopped;
+    if (rsa_.active && !rsa_.stopped) {
+        out->rsa_left = rsa_.len - rsa_.read;
+        out->rsa_rkey = rsa_.rkey;
+        out->rsa_vaddr = rsa_.vaddr + rsa_.read;
+    }
+    out->rsa_reading = rsa_.reading != 0;
+    out->adv_state = static_cast<u32>(adv_.state);
+    out->adv_written = adv_.written;
+    out->psink_usable = psink_.usable;
+    out->control_pending = zc_control_due() != 0 || send_sm_due_ || rd_compl_due_ != 0;
+}
+
+// The next zero-copy control message, most urgent first: the completion
+// that must follow an RDMA Write, the completion a blocked source waits
+// for, the answers a peer waits for, then our own cancels.
+int Connection::zc_control_due() const
+{
+    if (wr_compl_due_ != 0)
+        return SDP_MID_RDMA_WR_COMPL;
+    if (rd_compl_due_ != 0)
+        return SDP_MID_RDMA_RD_COMPL;
+    if (send_sm_due_ && rsa_.reading == 0)
+        return SDP_MID_SEND_SM;
+    if (sink_cancel_ack_due_)
+        return SDP_MID_SINK_CANCEL_ACK;
+    if (src_cancel_due_)
+        return SDP_MID_SRC_AVAIL_CANCEL;
+    if (sink_cancel_due_)
+        return SDP_MID_SINK_AVAIL_CANCEL;
+    return 0;
+}
+
+// Fill the zero-copy control message `msg` (mid set) from the state and
+// account it; called after the sequence number was stamped.
+int Connection::zc_tx_build(wire::Message* msg)
+{
+    switch (msg->bsdh.mid) {
+    case wire::Mid::kRdmaWrCompl:
+        msg->rdma_compl_len = wr_compl_due_;
+        wr_compl_due_ = 0;
+        data_sent(msg->bsdh.mseq);
+        return 0;
+    case wire::Mid::kRdmaRdCompl:
+        msg->rdma_compl_len = rd_compl_due_;
+        rd_compl_due_ = 0;
+        return 0;
+    case wire::Mid::kSendSm:
+        send_sm_due_ = false;
+        // The offer ends here: the source sends the rest by bcopy.
+        rsa_ = PeerSrcAvail{};
+        return 0;
+    case wire::Mid::kSinkCancelAck:
+        sink_cancel_ack_due_ = false;
+        return 0;
+    case wire::Mid::kSrcAvailCancel:
+        src_cancel_due_ = false;
+        src_.cancel_mseq = msg->bsdh.mseq;
+        return 0;
+    case wire::Mid::kSinkAvailCancel:
+        sink_cancel_due_ = false;
+        return 0;
+    default:
+        return -SDP_CORE_EPROTO;
+    }
+}
+
+// A received zero-copy message (or Data, for its effect on the
+// advertisements), after the credit ledger accepted it.
+int Connection::zc_rx(const wire::Message& msg, sdp_core_rx* out)
+{
+    out->kind = SDP_RX_ZCOPY;
+    switch (msg.bsdh.mid) {
+    case wire::Mid::kSrcAvail: {
+        const wire::SrcAvail& sa = msg.src_avail;
+        // One offer at a time, none after the peer's DisConn, no inline
+        // payload (we never accept it), and the range must be real.
+        if (rsa_.active || (state_ & SDP_CS_DISCONN_RCVD) || msg.payload_len != 0 ||
+            !valid_offer(sa.len, sa.vaddr))
+            return -SDP_CORE_EPROTO;
+        data_received();
+        out->zc_bytes = sa.len;
+        rsa_ = PeerSrcAvail{sa.vaddr, sa.rkey, sa.len, 0, 0, true, false};
+        // The send/send deadlock: our own SrcAvail waits for the peer's
+        // reader while this one would wait for ours, and nobody reads.
+        if ((src_.state == Zc::kActive || src_.state == Zc::kCancelling) && !reader_waiting_) {
+            rsa_.stopped = true;
+            send_sm_due_ = true;
+        }
+        return 0;
+    }
+    case wire::Mid::kRdmaRdCompl: {
+        const u32 n = msg.rdma_compl_len;
+        if ((src_.state != Zc::kActive && src_.state != Zc::kCancelling) || src_.sink_stopped ||
+            n == 0 || n > src_.len - src_.acked)
+            return -SDP_CORE_EPROTO;
+        src_.acked += n;
+        out->zc_bytes = n;
+        if (src_.acked == src_.len && src_.state == Zc::kActive)
+            src_.state = Zc::kDone;
+        return 0;
+    }
+    case wire::Mid::kSendSm:
+        if (src_.state == Zc::kActive && seq_at_or_after(msg.bsdh.mseq_ack, src_.mseq)) {
+            src_.sink_stopped = true;
+            src_.state = Zc::kDone;
+        } else if (src_.state == Zc::kCancelling) {
+            src_.sink_stopped = true;
+            // Only the answer to our cancel ends it (src_cancel_due_: the
+            // cancel has not even gone yet).
+            if (!src_cancel_due_ && seq_at_or_after(msg.bsdh.mseq_ack, src_.cancel_mseq))
+                src_.state = Zc::kDone;
+        }
+        // Otherwise a SendSM about a SrcAvail that already ended: nothing.
+        return 0;
+    case wire::Mid::kSrcAvailCancel:
+        // Always answered with SendSM, after the RdmaRdCompl of a read in
+        // progress; an offer already finished is answered too.
+        if (rsa_.active)
+            rsa_.stopped = true;
+        send_sm_due_ = true;
+        return 0;
+    case wire::Mid::kSinkAvail: {
+        const wire::SinkAvail& sk = msg.sink_avail;
+        if (wr_compl_due_ != 0 || sink_cancel_ack_due_ || (state_ & SDP_CS_DISCONN_RCVD) ||
+            !valid_offer(sk.len, sk.vaddr))
+            return -SDP_CORE_EPROTO;
+        psink_ = PeerSinkAvail{sk.vaddr, sk.rkey, sk.len, false};
+        // Usable only if the sink had every stream byte we sent.
+        psink_.usable = (src_.state == Zc::kIdle || src_.state == Zc::kDone) &&
+                        seq_at_or_after(msg.bsdh.mseq_ack, last_data_mseq_) &&
+                        !(state_ & SDP_CS_SHUT_REQUESTED);
+        out->zc_bytes = sk.len;
+        return 0;
+    }
+    case wire::Mid::kSinkAvailCancel:
+        psink_.usable = false;
+        sink_cancel_ack_due_ = true;
+        return 0;
+    case wire::Mid::kRdmaWrCompl: {
+        const u32 n = msg.rdma_compl_len;
+        if ((adv_.state != Zc::kActive && adv_.state != Zc::kCancelling) || adv_.written != 0 ||
+            n == 0 || n > adv_.len || (state_ & SDP_CS_DISCONN_RCVD))
+            return -SDP_CORE_EPROTO;
+        adv_.written = n;
+        if (adv_.state == Zc::kActive)
+            adv_.state = Zc::kDone;
+        out->zc_bytes = n;
+        return 0;
+    }
+    case wire::Mid::kSinkCancelAck:
+        if (adv_.state != Zc::kCancelling || sink_cancel_due_)
+            return -SDP_CORE_EPROTO;
+        adv_.state = Zc::kDone;
+        return 0;
+    default:
+        return -SDP_CORE_EPROTO;
+    }
+}
+
+} // namespace sdp

@@ -1,0 +1,483 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// The zero-copy state machines of the connection engine through the C ABI
+// (sdp_core.h): SrcAvail / RDMA Read, SinkAvail / RDMA Write, SendSM, the
+// cancels and the send/send deadlock rule, with two engines passing real
+// encoded messages, and the messages a rogue peer may try.
+#include "sdp_core.h"
+#include "sdp_wire.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Bytes = std::vector<unsigned char>;
+constexpr unsigned kBuf = 4096;
+constexpr unsigned short kPosted = 16;
+
+unsigned Be32(const unsigned char* p)
+{
+    return (static_cast<unsigned>(p[0]) << 24) | (static_cast<unsigned>(p[1]) << 16) |
+           (static_cast<unsigned>(p[2]) << 8) | p[3];
+}
+
+void PutBe32(unsigned char* p, unsigned v)
+{
+    p[0] = static_cast<unsigned char>(v >> 24);
+    p[1] = static_cast<unsigned char>(v >> 16);
+    p[2] = static_cast<unsigned char>(v >> 8);
+    p[3] = static_cast<unsigned char>(v);
+}
+
+std::string Err(int rc)
+{
+    return std::to_string(rc) + " (" + sdp_core_err_name(rc) + ")";
+}
+
+class Zcopy : public ::testing::Test {
+  protected:
+    void SetUp() override
+    {
+        sdp_core_conn_init(&a_, kBuf, kBuf);
+        sdp_core_conn_init(&b_, kBuf, kBuf);
+        unsigned char req[SDP_CM_REQ_PRIVATE_DATA] = {};
+        unsigned char rep[SDP_CM_REP_PRIVATE_DATA] = {};
+        ASSERT_GT(sdp_core_build_hello(&a_, req, sizeof(req), kPosted, 5001, 0), 0);
+        ASSERT_EQ(sdp_core_on_hello(&b_, req, sizeof(req)), 0);
+        ASSERT_GT(sdp_core_build_hello_ack(&b_, rep, sizeof(rep), kPosted), 0);
+        ASSERT_EQ(sdp_core_on_hello_ack(&a_, rep, sizeof(rep)), 0);
+    }
+
+    sdp_core_conn* A() { return &a_; }
+    sdp_core_conn* B() { return &b_; }
+
+    static sdp_core_zc_status St(sdp_core_conn* c)
+    {
+        sdp_core_zc_status st{};
+        sdp_core_zc_query(c, &st);
+        return st;
+    }
+
+    static Bytes SrcAvail(sdp_core_conn* from, unsigned len, unsigned rkey = 0x1234,
+                          unsigned long long vaddr = 0x10000)
+    {
+        Bytes m(SDP_SRC_AVAIL_HDR_SIZE);
+        const sdp_core_zc zc{len, rkey, vaddr};
+        const int n = sdp_core_tx_src_avail(from, m.data(), static_cast<unsigned>(m.size()), &zc,
+                                            kPosted);
+        EXPECT_EQ(n, SDP_SRC_AVAIL_HDR_SIZE) << Err(n);
+        return m;
+    }
+
+    static Bytes SinkAvail(sdp_core_conn* from, unsigned len, unsigned rkey = 0x5678,
+                           unsigned long long vaddr = 0x20000)
+    {
+        Bytes m(SDP_SINK_AVAIL_SIZE);
+        const sdp_core_zc zc{len, rkey, vaddr};
+        const int n = sdp_core_tx_sink_avail(from, m.data(), static_cast<unsigned>(m.size()), &zc,
+                                             kPosted);
+        EXPECT_EQ(n, SDP_SINK_AVAIL_SIZE) << Err(n);
+        return m;
+    }
+
+    static Bytes Data(sdp_core_conn* from, unsigned payload)
+    {
+        Bytes m(SDP_BSDH_SIZE + payload, 0x5a);
+        const int n = sdp_core_tx_build(from, m.data(), SDP_MID_DATA, payload, 0, kPosted);
+        EXPECT_EQ(n, SDP_BSDH_SIZE) << Err(n);
+        return m;
+    }
+
+    // The control message due on `from` (which must be `mid`), built.
+    static Bytes Control(sdp_core_conn* from, int mid)
+    {
+        EXPECT_EQ(sdp_core_control_due(from, 0, kPosted), mid);
+        Bytes m(SDP_SINK_AVAIL_SIZE);
+        const int n = sdp_core_tx_build(from, m.data(), static_cast<unsigned>(mid), 0, 0, kPosted);
+        EXPECT_GT(n, 0) << Err(n);
+        m.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+        return m;
+    }
+
+    static int Deliver(sdp_core_conn* to, const Bytes& m, sdp_core_rx* rx = nullptr)
+    {
+        sdp_core_rx local{};
+        Bytes copy(m);
+        return sdp_core_on_recv(to, copy.data(), static_cast<unsigned>(copy.size()),
+                                rx ? rx : &local);
+    }
+
+  private:
+    sdp_core_conn a_{};
+    sdp_core_conn b_{};
+};
+
+// ---- SrcAvail + RDMA Read ---------------------------------------------------------
+
+TEST_F(Zcopy, SrcAvailIsReadInPiecesThenDone)
+{
+    sdp_core_rx rx{};
+    const Bytes sa = SrcAvail(A(), 10000, 0xabc, 0x7000);
+    EXPECT_EQ(sa[0], SDP_MID_SRC_AVAIL);
+    EXPECT_EQ(Be32(&sa[4]), unsigned{SDP_SRC_AVAIL_HDR_SIZE});
+    EXPECT_EQ(Be32(&sa[16]), 10000u);
+    EXPECT_EQ(St(A()).src_state, unsigned{SDP_ZC_ACTIVE});
+    sdp_core_set_reader_waiting(B(), 1);
+    ASSERT_EQ(Deliver(B(), sa, &rx), 0);
+    EXPECT_EQ(rx.kind, unsigned{SDP_RX_ZCOPY});
+    EXPECT_EQ(rx.mid, unsigned{SDP_MID_SRC_AVAIL});
+    EXPECT_EQ(rx.zc_bytes, 10000u);
+    EXPECT_EQ(St(B()).rsa_left, 10000u);
+    EXPECT_EQ(St(B()).rsa_rkey, 0xabcu);
+    EXPECT_EQ(St(B()).rsa_vaddr, 0x7000u);
+
+    // A recv of 4000 bytes reads part and leaves the rest.
+    ASSERT_EQ(sdp_core_rd_start(B(), 4000), 0);
+    EXPECT_EQ(sdp_core_rd_start(B(), 1), -SDP_CORE_ESTATE) << "one read at a time";
+    EXPECT_EQ(sdp_core_control_due(B(), 0, kPosted), 0) << "nothing to report while reading";
+    sdp_core_rd_done(B(), 4000);
+    EXPECT_EQ(St(B()).rsa_left, 6000u);
+    EXPECT_EQ(St(B()).rsa_vaddr, 0x7000u + 4000u);
+    const Bytes c1 = Control(B(), SDP_MID_RDMA_RD_COMPL);
+    EXPECT_EQ(Be32(&c1[16]), 4000u);
+    ASSERT_EQ(Deliver(A(), c1, &rx), 0);
+    EXPECT_EQ(rx.zc_bytes, 4000u);
+    EXPECT_EQ(St(A()).src_acked, 4000u);
+    EXPECT_EQ(St(A()).src_state, unsigned{SDP_ZC_ACTIVE});
+
+    EXPECT_EQ(sdp_core_rd_start(B(), 6001), -SDP_CORE_ESTATE) << "past the offer";
+    ASSERT_EQ(sdp_core_rd_start(B(), 6000), 0);
+    sdp_core_rd_done(B(), 6000);
+    EXPECT_EQ(St(B()).rsa_left, 0u);
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_RDMA_RD_COMPL)), 0);
+    EXPECT_EQ(St(A()).src_state, unsigned{SDP_ZC_DONE});
+    EXPECT_EQ(St(A()).src_acked, 10000u);
+    EXPECT_FALSE(St(A()).src_sink_stopped);
+    sdp_core_src_release(A());
+    EXPECT_EQ(St(A()).src_state, unsigned{SDP_ZC_IDLE});
+    // The next bytes may go by bcopy, and B accepts them.
+    EXPECT_EQ(sdp_core_tx_decide(A(), 100, 1, 0), SDP_TX_POST);
+    EXPECT_EQ(Deliver(B(), Data(A(), 100)), 0);
+}
+
+TEST_F(Zcopy, NothingOvertakesTheOfferedBytes)
+{
+    const Bytes sa = SrcAvail(A(), 8192);
+    EXPECT_EQ(sdp_core_tx_decide(A(), 100, 1, 0), SDP_TX_HOLD);
+    unsigned char hdr[SDP_BSDH_SIZE];
+    EXPECT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 100, 0, kPosted), -SDP_CORE_ESTATE);
+    Bytes second(SDP_SRC_AVAIL_HDR_SIZE);
+    const sdp_core_zc zc{100, 1, 0x1000};
+    EXPECT_EQ(sdp_core_tx_src_avail(A(), second.data(), SDP_SRC_AVAIL_HDR_SIZE, &zc, kPosted),
+              -SDP_CORE_ESTATE)
+        << "one SrcAvail at a time";
+    // A rogue peer that sends Data or a second SrcAvail meanwhile.
+    sdp_core_set_reader_waiting(B(), 1);
+    ASSERT_EQ(Deliver(B(), sa), 0);
+    sdp_core_conn copy = *B();
+    unsigned char raw[SDP_BSDH_SIZE + 10] = {SDP_MID_DATA, 0, 0, kPosted};
+    PutBe32(raw + 4, sizeof(raw));
+    PutBe32(raw + 8, 2);
+    sdp_core_rx rx{};
+    EXPECT_EQ(sdp_core_on_recv(B(), raw, sizeof(raw), &rx), -SDP_CORE_EPROTO);
+    unsigned char raw_sa[SDP_SRC_AVAIL_HDR_SIZE] = {SDP_MID_SRC_AVAIL, 0, 0, kPosted};
+    PutBe32(raw_sa + 4, sizeof(raw_sa));
+    PutBe32(raw_sa + 8, 2);
+    PutBe32(raw_sa + 16, 100);
+    EXPECT_EQ(sdp_core_on_recv(&copy, raw_sa, sizeof(raw_sa), &rx), -SDP_CORE_EPROTO);
+}
+
+TEST_F(Zcopy, DisConnWaitsForTheSrcAvail)
+{
+    ASSERT_EQ(Deliver(B(), SrcAvail(A(), 8192)), 0);
+    sdp_core_shutdown_send(A());
+    EXPECT_NE(sdp_core_control_due(A(), 0, kPosted), SDP_MID_DISCONN);
+    sdp_core_set_reader_waiting(B(), 1);
+    ASSERT_EQ(sdp_core_rd_start(B(), 8192), 0);
+    sdp_core_rd_done(B(), 8192);
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_RDMA_RD_COMPL)), 0);
+    sdp_core_src_release(A());
+    EXPECT_EQ(sdp_core_control_due(A(), 0, kPosted), SDP_MID_DISCONN);
+}
+
+TEST_F(Zcopy, SendSmEndsTheSrcAvailAndTheRestGoesByBcopy)
+{
+    sdp_core_set_reader_waiting(B(), 1);
+    ASSERT_EQ(Deliver(B(), SrcAvail(A(), 20000)), 0);
+    ASSERT_EQ(sdp_core_rd_start(B(), 5000), 0);
+    sdp_core_rd_done(B(), 5000);
+    // MSG_PEEK: give up the rest.
+    sdp_core_rsa_abandon(B());
+    EXPECT_EQ(St(B()).rsa_left, 0u) << "an abandoned offer is not readable";
+    EXPECT_EQ(sdp_core_rd_start(B(), 1), -SDP_CORE_ESTATE);
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_RDMA_RD_COMPL)), 0);
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_SEND_SM)), 0);
+    EXPECT_EQ(St(A()).src_state, unsigned{SDP_ZC_DONE});
+    EXPECT_EQ(St(A()).src_acked, 5000u);
+    EXPECT_TRUE(St(A()).src_sink_stopped);
+    sdp_core_src_release(A());
+    ASSERT_EQ(Deliver(B(), Data(A(), 1000)), 0) << "the rest by bcopy";
+    // A RdmaRdCompl after SendSM is a lie.
+    unsigned char raw[SDP_RDMA_COMPL_SIZE] = {SDP_MID_RDMA_RD_COMPL, 0, 0, kPosted};
+    PutBe32(raw + 4, sizeof(raw));
+    PutBe32(raw + 8, 3);
+    PutBe32(raw + 12, 2);
+    PutBe32(raw + 16, 1);
+    sdp_core_rx rx{};
+    EXPECT_EQ(sdp_core_on_recv(A(), raw, sizeof(raw), &rx), -SDP_CORE_EPROTO);
+}
+
+TEST_F(Zcopy, CancelIsAnsweredAfterTheReadInProgress)
+{
+    sdp_core_set_reader_waiting(B(), 1);
+    ASSERT_EQ(Deliver(B(), SrcAvail(A(), 20000)), 0);
+    ASSERT_EQ(sdp_core_rd_start(B(), 7000), 0);
+    // The sender is interrupted by a signal.
+    sdp_core_src_cancel(A());
+    EXPECT_EQ(St(A()).src_state, unsigned{SDP_ZC_CANCELLING});
+    ASSERT_EQ(Deliver(B(), Control(A(), SDP_MID_SRC_AVAIL_CANCEL)), 0);
+    EXPECT_EQ(St(B()).rsa_left, 0u) << "cancelled: no new reads";
+    EXPECT_EQ(sdp_core_control_due(B(), 0, kPosted), 0) << "the read is still in progress";
+    sdp_core_rd_done(B(), 7000);
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_RDMA_RD_COMPL)), 0);
+    EXPECT_EQ(St(A()).src_state, unsigned{SDP_ZC_CANCELLING});
+    EXPECT_EQ(St(A()).src_acked, 7000u);
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_SEND_SM)), 0);
+    EXPECT_EQ(St(A()).src_state, unsigned{SDP_ZC_DONE});
+    EXPECT_EQ(St(A()).src_acked, 7000u) << "the send returns 7000";
+}
+
+TEST_F(Zcopy, ACancelOfAFinishedOfferIsStillAnswered)
+{
+    sdp_core_set_reader_waiting(B(), 1);
+    ASSERT_EQ(Deliver(B(), SrcAvail(A(), 3000)), 0);
+    ASSERT_EQ(sdp_core_rd_start(B(), 3000), 0);
+    sdp_core_rd_done(B(), 3000);
+    const Bytes compl_msg = Control(B(), SDP_MID_RDMA_RD_COMPL);
+    sdp_core_src_cancel(A()); // crosses the final RdmaRdCompl
+    ASSERT_EQ(Deliver(B(), Control(A(), SDP_MID_SRC_AVAIL_CANCEL)), 0);
+    ASSERT_EQ(Deliver(A(), compl_msg), 0);
+    EXPECT_EQ(St(A()).src_state, unsigned{SDP_ZC_CANCELLING}) << "waits for the answer";
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_SEND_SM)), 0);
+    EXPECT_EQ(St(A()).src_state, unsigned{SDP_ZC_DONE});
+    EXPECT_EQ(St(A()).src_acked, 3000u);
+}
+
+// A SendSM the sink sent before it saw our cancel ends its reading but is not
+// the answer: the answer still comes, and must not meet our next SrcAvail.
+TEST_F(Zcopy, ASendSmCrossingTheCancelIsNotItsAnswer)
+{
+    ASSERT_EQ(Deliver(B(), SrcAvail(A(), 9000)), 0);
+    sdp_core_set_reader_waiting(B(), 1);
+    sdp_core_rsa_abandon(B());
+    const Bytes sm1 = Control(B(), SDP_MID_SEND_SM);
+    sdp_core_src_cancel(A());
+    const Bytes cancel = Control(A(), SDP_MID_SRC_AVAIL_CANCEL);
+    ASSERT_EQ(Deliver(A(), sm1), 0);
+    EXPECT_EQ(St(A()).src_state, unsigned{SDP_ZC_CANCELLING});
+    EXPECT_TRUE(St(A()).src_sink_stopped);
+    ASSERT_EQ(Deliver(B(), cancel), 0);
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_SEND_SM)), 0);
+    EXPECT_EQ(St(A()).src_state, unsigned{SDP_ZC_DONE});
+    EXPECT_EQ(St(A()).src_acked, 0u);
+}
+
+TEST_F(Zcopy, SendSendDeadlockIsBrokenBySendSm)
+{
+    // Both sides blocked in large sends, nobody receiving.
+    const Bytes sa_a = SrcAvail(A(), 65536);
+    const Bytes sa_b = SrcAvail(B(), 65536);
+    sdp_core_rx rx{};
+    ASSERT_EQ(Deliver(B(), sa_a, &rx), 0);
+    EXPECT_EQ(rx.zc_bytes, 65536u);
+    EXPECT_EQ(St(B()).rsa_left, 0u) << "never offered to the reader";
+    ASSERT_EQ(Deliver(A(), sa_b), 0);
+    EXPECT_EQ(St(A()).rsa_left, 0u);
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_SEND_SM)), 0);
+    ASSERT_EQ(Deliver(B(), Control(A(), SDP_MID_SEND_SM)), 0);
+    EXPECT_EQ(St(A()).src_state, unsigned{SDP_ZC_DONE});
+    EXPECT_EQ(St(B()).src_state, unsigned{SDP_ZC_DONE});
+    EXPECT_TRUE(St(A()).src_sink_stopped);
+    // Both finish by bcopy.
+    sdp_core_src_release(A());
+    sdp_core_src_release(B());
+    EXPECT_EQ(Deliver(B(), Data(A(), 4000)), 0);
+    EXPECT_EQ(Deliver(A(), Data(B(), 4000)), 0);
+}
+
+TEST_F(Zcopy, OfferWithAReaderWaitingIsReadEvenWhileOwnSrcAvailIsOut)
+{
+    const Bytes sa_b = SrcAvail(B(), 65536);
+    SrcAvail(A(), 65536);
+    sdp_core_set_reader_waiting(A(), 1);
+    ASSERT_EQ(Deliver(A(), sa_b), 0);
+    EXPECT_EQ(St(A()).rsa_left, 65536u);
+    EXPECT_EQ(sdp_core_control_due(A(), 0, kPosted), 0) << "no SendSM";
+}
+
+TEST_F(Zcopy, ImpossibleOffersAbortTheConnection)
+{
+    struct Case {
+        unsigned len;
+        unsigned long long vaddr;
+        const char* what;
+    };
+    const Case cases[] = {
+        {SDP_ZC_MAX_LEN + 1, 0x1000, "longer than any offer"},
+        {0xffffffffu, 0x1000, "4 GiB"},
+        {4096, 0xfffffffffffff800ull, "wraps the address space"},
+    };
+    for (const Case& k : cases) {
+        for (unsigned mid : {unsigned{SDP_MID_SRC_AVAIL}, unsigned{SDP_MID_SINK_AVAIL}}) {
+            SetUp();
+            const unsigned size =
+                mid == SDP_MID_SRC_AVAIL ? SDP_SRC_AVAIL_HDR_SIZE : SDP_SINK_AVAIL_SIZE;
+            Bytes m(size, 0);
+            m[0] = static_cast<unsigned char>(mid);
+            m[3] = kPosted;
+            PutBe32(&m[4], size);
+            PutBe32(&m[8], 1);
+            PutBe32(&m[16], k.len);
+            PutBe32(&m[20], 0x42);
+            PutBe32(&m[24], static_cast<unsigned>(k.vaddr >> 32));
+            PutBe32(&m[28], static_cast<unsigned>(k.vaddr));
+            EXPECT_EQ(Deliver(B(), m), -SDP_CORE_EPROTO) << k.what << ", mid " << mid;
+        }
+    }
+    // Nor does the core build one.
+    Bytes m(SDP_SRC_AVAIL_HDR_SIZE);
+    const sdp_core_zc big{SDP_ZC_MAX_LEN + 1, 1, 0x1000};
+    EXPECT_EQ(sdp_core_tx_src_avail(A(), m.data(), SDP_SRC_AVAIL_HDR_SIZE, &big, kPosted),
+              -SDP_CORE_EPROTO);
+}
+
+TEST_F(Zcopy, RdmaRdComplBeyondTheOfferAbortsTheConnection)
+{
+    const Bytes sa = SrcAvail(A(), 1000);
+    (void)sa;
+    unsigned char raw[SDP_RDMA_COMPL_SIZE] = {SDP_MID_RDMA_RD_COMPL, 0, 0, kPosted};
+    PutBe32(raw + 4, sizeof(raw));
+    PutBe32(raw + 8, 1);
+    PutBe32(raw + 12, 1);
+    PutBe32(raw + 16, 1001);
+    sdp_core_rx rx{};
+    sdp_core_conn copy = *A();
+    EXPECT_EQ(sdp_core_on_recv(A(), raw, sizeof(raw), &rx), -SDP_CORE_EPROTO);
+    PutBe32(raw + 16, 0);
+    EXPECT_EQ(sdp_core_on_recv(&copy, raw, sizeof(raw), &rx), -SDP_CORE_EPROTO);
+}
+
+// ---- SinkAvail + RDMA Write -------------------------------------------------------
+
+TEST_F(Zcopy, SinkAvailIsWrittenOnce)
+{
+    sdp_core_rx rx{};
+    const Bytes adv = SinkAvail(B(), 8192, 0x77, 0x9000);
+    EXPECT_EQ(adv[0], SDP_MID_SINK_AVAIL);
+    EXPECT_EQ(St(B()).adv_state, unsigned{SDP_ZC_ACTIVE});
+    ASSERT_EQ(Deliver(A(), adv, &rx), 0);
+    EXPECT_EQ(rx.kind, unsigned{SDP_RX_ZCOPY});
+    EXPECT_TRUE(St(A()).psink_usable);
+    sdp_core_zc zc{};
+    ASSERT_EQ(sdp_core_sink_take(A(), 5000, &zc), 1);
+    EXPECT_EQ(zc.len, 5000u);
+    EXPECT_EQ(zc.rkey, 0x77u);
+    EXPECT_EQ(zc.vaddr, 0x9000u);
+    EXPECT_EQ(sdp_core_sink_take(A(), 5000, &zc), 0) << "used once";
+    // The completion goes before any data.
+    EXPECT_EQ(sdp_core_tx_decide(A(), 100, 1, 0), SDP_TX_HOLD);
+    const Bytes wr = Control(A(), SDP_MID_RDMA_WR_COMPL);
+    EXPECT_EQ(Be32(&wr[16]), 5000u);
+    EXPECT_EQ(sdp_core_tx_decide(A(), 100, 1, 0), SDP_TX_POST);
+    ASSERT_EQ(Deliver(B(), wr, &rx), 0);
+    EXPECT_EQ(rx.zc_bytes, 5000u);
+    EXPECT_EQ(St(B()).adv_state, unsigned{SDP_ZC_DONE});
+    EXPECT_EQ(St(B()).adv_written, 5000u);
+    sdp_core_adv_release(B());
+    EXPECT_EQ(St(B()).adv_state, unsigned{SDP_ZC_IDLE});
+    // A second RdmaWrCompl has no advertisement to go to.
+    unsigned char raw[SDP_RDMA_COMPL_SIZE] = {SDP_MID_RDMA_WR_COMPL, 0, 0, kPosted};
+    PutBe32(raw + 4, sizeof(raw));
+    PutBe32(raw + 8, 2);
+    PutBe32(raw + 12, 1);
+    PutBe32(raw + 16, 10);
+    EXPECT_EQ(sdp_core_on_recv(B(), raw, sizeof(raw), &rx), -SDP_CORE_EPROTO);
+}
+
+TEST_F(Zcopy, AnAdvertisementMadeBeforeOurDataArrivedIsNotUsed)
+{
+    const Bytes data = Data(A(), 500); // in flight
+    const Bytes adv = SinkAvail(B(), 8192);
+    ASSERT_EQ(Deliver(A(), adv), 0);
+    EXPECT_FALSE(St(A()).psink_usable) << "the sink had not seen all our bytes";
+    ASSERT_EQ(Deliver(B(), data), 0);
+    EXPECT_EQ(St(B()).adv_state, unsigned{SDP_ZC_DONE}) << "data ends the advertisement";
+    EXPECT_EQ(St(B()).adv_written, 0u);
+}
+
+TEST_F(Zcopy, DataSentAfterSeeingAnAdvertisementEndsIt)
+{
+    ASSERT_EQ(Deliver(A(), SinkAvail(B(), 8192)), 0);
+    ASSERT_TRUE(St(A()).psink_usable);
+    const Bytes data = Data(A(), 10); // a small write goes by bcopy
+    EXPECT_FALSE(St(A()).psink_usable);
+    ASSERT_EQ(Deliver(B(), data), 0);
+    EXPECT_EQ(St(B()).adv_state, unsigned{SDP_ZC_DONE});
+}
+
+TEST_F(Zcopy, SinkCancelIsAnsweredAfterTheWrite)
+{
+    ASSERT_EQ(Deliver(A(), SinkAvail(B(), 8192)), 0);
+    sdp_core_zc zc{};
+    ASSERT_EQ(sdp_core_sink_take(A(), 8192, &zc), 1);
+    sdp_core_adv_cancel(B()); // a signal, crossing the write
+    EXPECT_EQ(St(B()).adv_state, unsigned{SDP_ZC_CANCELLING});
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_SINK_AVAIL_CANCEL)), 0);
+    ASSERT_EQ(Deliver(B(), Control(A(), SDP_MID_RDMA_WR_COMPL)), 0);
+    EXPECT_EQ(St(B()).adv_state, unsigned{SDP_ZC_CANCELLING});
+    EXPECT_EQ(St(B()).adv_written, 8192u) << "the recv returns the written bytes";
+    ASSERT_EQ(Deliver(B(), Control(A(), SDP_MID_SINK_CANCEL_ACK)), 0);
+    EXPECT_EQ(St(B()).adv_state, unsigned{SDP_ZC_DONE});
+}
+
+TEST_F(Zcopy, SinkCancelOfAnUnusedAdvertisement)
+{
+    ASSERT_EQ(Deliver(A(), SinkAvail(B(), 8192)), 0);
+    sdp_core_adv_cancel(B());
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_SINK_AVAIL_CANCEL)), 0);
+    EXPECT_FALSE(St(A()).psink_usable);
+    sdp_core_zc zc{};
+    EXPECT_EQ(sdp_core_sink_take(A(), 100, &zc), 0);
+    ASSERT_EQ(Deliver(B(), Control(A(), SDP_MID_SINK_CANCEL_ACK)), 0);
+    EXPECT_EQ(St(B()).adv_state, unsigned{SDP_ZC_DONE});
+    EXPECT_EQ(St(B()).adv_written, 0u);
+}
+
+TEST_F(Zcopy, ASrcAvailEndsAnAdvertisementItCrossed)
+{
+    const Bytes adv = SinkAvail(B(), 8192);
+    const Bytes sa = SrcAvail(A(), 65536);
+    ASSERT_EQ(Deliver(A(), adv), 0);
+    EXPECT_FALSE(St(A()).psink_usable);
+    sdp_core_set_reader_waiting(B(), 1);
+    ASSERT_EQ(Deliver(B(), sa), 0);
+    EXPECT_EQ(St(B()).adv_state, unsigned{SDP_ZC_DONE});
+    EXPECT_EQ(St(B()).rsa_left, 65536u) << "the reader reads it instead";
+}
+
+TEST_F(Zcopy, SinkAvailOnlyWithNothingOfTheSourcePending)
+{
+    sdp_core_set_reader_waiting(B(), 1);
+    ASSERT_EQ(Deliver(B(), SrcAvail(A(), 4096)), 0);
+    Bytes m(SDP_SINK_AVAIL_SIZE);
+    const sdp_core_zc zc{4096, 1, 0x1000};
+    EXPECT_EQ(sdp_core_tx_sink_avail(B(), m.data(), SDP_SINK_AVAIL_SIZE, &zc, kPosted),
+              -SDP_CORE_ESTATE)
+        << "an offer is waiting to be read";
+}
+
+} // namespace
