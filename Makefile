@@ -73,7 +73,7 @@ unit: userspace
 # one fails, and the target fails if any did.
 vm-check: userspace modules
 	@failed=""; for k in $(vm_kvers); do \
-		scripts/vm/run.sh -k "$$k" -o $(BUILD)/vm/results/$$k -t 300 \
+		scripts/vm/run.sh -k "$$k" -o $(BUILD)/vm/results/$$k -t 900 \
 			tests/vm/tier-socket.sh $(BUILD) || failed="$$failed $$k"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "vm-check: FAILED on:$$failed"; exit 1; fi; \

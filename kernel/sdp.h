@@ -23,6 +23,7 @@
 #include <rdma/rdma_cm.h>
 
 #include "sdp_core.h"
+#include "uapi/sdp.h"
 
 /* Socket family registered at load (module parameter `family`). */
 extern int sdp_family;
@@ -37,6 +38,11 @@ extern int sysctl_sdp_fin_timeout_ms; /* closed socket waits this for the peer *
 extern int sysctl_sdp_connect_timeout_ms;
 extern int sysctl_sdp_recv_poll_us;   /* recv busy-polls the CQ this long */
 extern int sysctl_sdp_ack_delay_ms;   /* delayed acknowledgement of small data */
+extern int sysctl_sdp_zcopy_thresh;   /* zero copy from this many bytes, 0 off */
+extern int sysctl_sdp_zcopy_chunk;    /* bytes of one registration at most */
+extern int sysctl_sdp_zcopy_cancel_ms; /* bounded wait for a cancel's answer */
+extern int sysctl_sdp_zcopy_fail_reg; /* testing: every registration fails */
+extern int sysctl_sdp_zcopy_sink_wait_ms; /* an offer waits this for a reader */
 
 /* ---- rings ------------------------------------------------------------------ */
 
@@ -89,11 +95,38 @@ static inline struct sdp_buf *sdp_ring_buf(struct sdp_ring *r, u32 n)
 }
 
 /* wr_id: ring in the top bits, counter below. */
-enum sdp_wr_ring { SDP_WR_RX = 1, SDP_WR_TX = 2, SDP_WR_CTL = 3 };
+enum sdp_wr_ring { SDP_WR_RX = 1, SDP_WR_TX = 2, SDP_WR_CTL = 3, SDP_WR_ZC = 4 };
 #define SDP_WR_ID(ring, n) (((u64)(ring) << 32) | (u32)(n))
 #define SDP_WR_RING(id) ((u32)((id) >> 32))
 
 #define SDP_CTL_RING 8 /* control messages: DisConn, credit updates, aborts */
+#define SDP_CTL_BUF_SIZE 64 /* the largest control message is SinkAvail (36) */
+
+/* Work requests a zero-copy transfer may have on the send queue at once. */
+#define SDP_ZC_WRS 8
+
+/*
+ * One zero-copy registration: the pages of an application (or kernel)
+ * buffer, their DMA mapping and the fast-registration MR over them.  Each
+ * socket has two, preallocated at connection setup: `tx` for the source
+ * side (SrcAvail, RDMA Write from it), `rx` for the sink side (RDMA Read
+ * into it, SinkAvail).  Lifecycle: collect pages (pin user pages) -> DMA
+ * map -> REG_MR with a fresh key -> RDMA -> LOCAL_INV -> unmap -> unpin.
+ */
+struct sdp_zc_map {
+	struct page **pages;	/* max_pages */
+	struct scatterlist *sgl; /* max_pages */
+	u32 max_pages;
+	u32 npages;		/* pages held */
+	u32 len;		/* bytes covered */
+	u32 which;		/* 0 tx, 1 rx: wr_id and MR */
+	enum dma_data_direction dir;
+	bool user;		/* pinned user pages: unpin, uncharge */
+	bool mapped;		/* DMA-mapped (taken over by teardown) */
+	bool reg_posted;	/* the REG_MR went to the device */
+	bool inv_done;		/* the LOCAL_INV completed */
+	int wc_status;		/* first failed completion of the transfer */
+};
 
 /* RDMA resources of one connection, taken from the socket for teardown. */
 struct sdp_res {
@@ -104,6 +137,8 @@ struct sdp_res {
 	struct sdp_ring tx;
 	struct sdp_ring ctl;
 	u32 buf_size;
+	struct ib_mr *zc_mr[2];
+	struct sdp_zc_map *zc_unmap[2]; /* mappings teardown must undo */
 };
 
 /* ---- the socket --------------------------------------------------------- */
@@ -136,6 +171,21 @@ struct sdp_sock {
 	bool abort_pending;   /* AbortConn posted: disconnect on completion */
 	bool established_once;
 	bool busy_polling; /* a reader polls the CQ: no completion work */
+	bool tx_busy;	   /* a zero-copy send owns the transmit side */
+	bool rx_busy;	   /* a zero-copy receive owns the receive side */
+	bool zc_credit_wait; /* a zero-copy send waits for credits */
+	int readers_waiting;
+
+	/* Zero copy: MRs (RDMA resources) and registrations (the socket's). */
+	struct ib_mr *zc_mr[2];
+	struct sdp_zc_map zc[2];
+	u32 zc_max_pages;
+	int zcopy_thresh;   /* -1: net.sdp.zcopy_thresh */
+	u32 rsa_avail;	    /* bytes of the peer's SrcAvail not read yet */
+	u64 rsa_mark;	    /* its read position when the grace timer was set */
+	u8 sink_skip;	    /* receives to go without a SinkAvail */
+	u8 sink_misses;	    /* SinkAvails in a row that got no RDMA Write */
+	struct sdp_sock_stats stats;
 
 	/* Stream positions (bytes), for SIOCINQ/SIOCOUTQ and urgent data. */
 	u64 rcv_nxt;	/* in-band bytes received */
@@ -173,6 +223,7 @@ struct sdp_sock {
 	struct delayed_work keepalive_work;
 	struct delayed_work fin_work;
 	struct delayed_work ack_work; /* delayed acknowledgement (Nagle) */
+	struct delayed_work zc_grace_work; /* an offer waits for a reader */
 	struct mutex res_lock; /* serialises resource teardown */
 	struct list_head list_node; /* /proc/net/sdp */
 };
@@ -224,6 +275,22 @@ enum sdp_counter {
 	SDP_CNT_ERR_TRANSPORT,
 	SDP_CNT_ERR_RESOURCES,
 	SDP_CNT_KEEPALIVE_PROBES,
+	SDP_CNT_CPU_COPY_BYTES,
+	SDP_CNT_ZC_TX_BYTES,
+	SDP_CNT_ZC_RX_BYTES,
+	SDP_CNT_ZC_TX_SEGS,
+	SDP_CNT_ZC_RX_SEGS,
+	SDP_CNT_ZC_RDMA_READS,
+	SDP_CNT_ZC_RDMA_WRITES,
+	SDP_CNT_ZC_CANCELS,
+	SDP_CNT_ZC_FALLBACK_SEND_SM,
+	SDP_CNT_ZC_FALLBACK_MEMLOCK,
+	SDP_CNT_ZC_FALLBACK_PIN,
+	SDP_CNT_ZC_FALLBACK_REG,
+	SDP_CNT_ZC_FALLBACK_PEEK,
+	SDP_CNT_ZC_FALLBACK_NO_READER,
+	SDP_CNT_ZC_REG_FAILURES,
+	SDP_CNT_ZC_TIMEOUTS,
 	SDP_CNT_MAX
 };
 
@@ -284,10 +351,29 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t len);
 void sdp_tx_complete(struct sock *sk, struct ib_wc *wc);
 void sdp_push(struct sock *sk, unsigned int extra_opts);
 int sdp_send_control(struct sock *sk, unsigned int mid);
+int sdp_post_ctl(struct sock *sk, struct ib_send_wr *before, u8 mid, u32 len);
+u16 sdp_posted(struct sdp_sock *ssk);
 void sdp_keepalive_work(struct work_struct *work);
 void sdp_reset_keepalive(struct sock *sk);
 void sdp_arm_ack_timer(struct sock *sk);
 void sdp_ack_work(struct work_struct *work);
+
+/* sdp_zcopy.c */
+int sdp_zc_alloc(struct sock *sk, struct ib_device *dev, struct ib_pd *pd);
+void sdp_zc_free_maps(struct sock *sk);
+void sdp_zc_complete(struct sock *sk, struct ib_wc *wc);
+void sdp_zc_claim(struct sock *sk, struct sdp_res *res);
+void sdp_zc_teardown(struct ib_device *dev, struct sdp_res *res);
+int sdp_zc_thresh(const struct sdp_sock *ssk);
+int sdp_zc_send(struct sock *sk, struct msghdr *msg, long *timeo,
+		size_t *copied);
+int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
+		      int flags, size_t *copied);
+int sdp_zc_recv_advertise(struct sock *sk, struct msghdr *msg, size_t len,
+			  long *timeo, size_t *copied);
+void sdp_zc_rx_event(struct sock *sk, const struct sdp_core_rx *msg);
+void sdp_zc_wake(struct sock *sk);
+void sdp_zc_grace_work(struct work_struct *work);
 
 /* sdp_proc.c */
 int sdp_proc_init(void);

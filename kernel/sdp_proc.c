@@ -124,6 +124,22 @@ static const char *const sdp_counter_names[SDP_CNT_MAX] = {
 	[SDP_CNT_ERR_TRANSPORT] = "conn_err_transport",
 	[SDP_CNT_ERR_RESOURCES] = "conn_err_resources",
 	[SDP_CNT_KEEPALIVE_PROBES] = "keepalive_probes",
+	[SDP_CNT_CPU_COPY_BYTES] = "cpu_copy_bytes",
+	[SDP_CNT_ZC_TX_BYTES] = "zcopy_tx_bytes",
+	[SDP_CNT_ZC_RX_BYTES] = "zcopy_rx_bytes",
+	[SDP_CNT_ZC_TX_SEGS] = "zcopy_tx_segs",
+	[SDP_CNT_ZC_RX_SEGS] = "zcopy_rx_segs",
+	[SDP_CNT_ZC_RDMA_READS] = "zcopy_rdma_reads",
+	[SDP_CNT_ZC_RDMA_WRITES] = "zcopy_rdma_writes",
+	[SDP_CNT_ZC_CANCELS] = "zcopy_cancels",
+	[SDP_CNT_ZC_FALLBACK_SEND_SM] = "zcopy_fallback_send_sm",
+	[SDP_CNT_ZC_FALLBACK_MEMLOCK] = "zcopy_fallback_memlock",
+	[SDP_CNT_ZC_FALLBACK_PIN] = "zcopy_fallback_pin",
+	[SDP_CNT_ZC_FALLBACK_REG] = "zcopy_fallback_reg",
+	[SDP_CNT_ZC_FALLBACK_PEEK] = "zcopy_fallback_peek",
+	[SDP_CNT_ZC_FALLBACK_NO_READER] = "zcopy_fallback_no_reader",
+	[SDP_CNT_ZC_REG_FAILURES] = "zcopy_reg_failures",
+	[SDP_CNT_ZC_TIMEOUTS] = "zcopy_timeouts",
 };
 
 /* Message names as sdpstat knows them (tx_<name>, rx_<name>). */

@@ -13,12 +13,12 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/delay.h>
+#include <linux/version.h>
 #include <linux/slab.h>
 
 #include "sdp.h"
 #include "sdp_wire.h"
 
-#define SDP_CTL_BUF_SIZE 64
 #define SDP_CQ_BATCH 16
 #define SDP_CQ_BUDGET 256
 
@@ -116,7 +116,7 @@ int sdp_create_resources(struct sock *sk, struct rdma_cm_id *id)
 		ssk->pd = NULL;
 		goto fail;
 	}
-	cqa.cqe = rx_count + tx_count + SDP_CTL_RING + 1;
+	cqa.cqe = rx_count + tx_count + SDP_CTL_RING + SDP_ZC_WRS + 1;
 	cqa.comp_vector = 0;
 	ssk->cq = ib_create_cq(dev, sdp_cq_comp_handler, sdp_cq_event_handler,
 			       sk, &cqa);
@@ -130,7 +130,7 @@ int sdp_create_resources(struct sock *sk, struct rdma_cm_id *id)
 	qpa.qp_context = sk;
 	qpa.send_cq = ssk->cq;
 	qpa.recv_cq = ssk->cq;
-	qpa.cap.max_send_wr = tx_count + SDP_CTL_RING;
+	qpa.cap.max_send_wr = tx_count + SDP_CTL_RING + SDP_ZC_WRS;
 	qpa.cap.max_recv_wr = rx_count;
 	qpa.cap.max_send_sge = 1;
 	qpa.cap.max_recv_sge = 1;
@@ -147,6 +147,7 @@ int sdp_create_resources(struct sock *sk, struct rdma_cm_id *id)
 		goto fail;
 	ssk->qp = id->qp;
 	ssk->max_inline = qpa.cap.max_inline_data;
+	sdp_zc_alloc(sk, dev, ssk->pd);
 
 	err = sdp_ring_alloc(dev, &ssk->rx, rx_count, ssk->buf_size,
 			     DMA_FROM_DEVICE);
@@ -197,6 +198,21 @@ static void sdp_destroy_cq(struct sock *sk, struct ib_cq *cq)
 }
 
 /*
+ * Soft-RoCE before Linux 6.4 calls the completion handler from a tasklet
+ * that destroying the CQ does not wait for; the flushes of a destroyed QP
+ * can leave one scheduled, and freeing the CQ under it trips a tasklet
+ * WARNING (fixed upstream by 78b26a335310, "RDMA/rxe: Remove tasklet call
+ * from rxe_cq.c").  Give it time to run first.
+ */
+static void sdp_rxe_settle(struct ib_device *dev)
+{
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 4, 0)
+	if (dev && dev->ops.driver_id == RDMA_DRIVER_RXE)
+		msleep(20);
+#endif
+}
+
+/*
  * Take the RDMA resources away from the socket: under the socket lock, so
  * from here on every socket call sees res_ready false and no QP, CQ or
  * rings, while sdp_free_rdma() frees them without the lock.  A new
@@ -220,6 +236,7 @@ void sdp_claim_rdma(struct sock *sk, struct sdp_res *res)
 	memset(&ssk->rx, 0, sizeof(ssk->rx));
 	memset(&ssk->tx, 0, sizeof(ssk->tx));
 	memset(&ssk->ctl, 0, sizeof(ssk->ctl));
+	sdp_zc_claim(sk, res);
 	if (ssk->res_ready) {
 		WRITE_ONCE(ssk->res_ready, false);
 		WRITE_ONCE(ssk->qp_error, true);
@@ -241,6 +258,7 @@ void sdp_free_rdma(struct sock *sk, struct rdma_cm_id *id, struct sdp_res *res)
 	if (res->qp) {
 		/* After this the HCA touches none of the ring buffers. */
 		rdma_destroy_qp(id);
+		sdp_rxe_settle(dev);
 	}
 	cancel_work_sync(&ssk->cq_work);
 	if (res->cq)
@@ -249,6 +267,8 @@ void sdp_free_rdma(struct sock *sk, struct rdma_cm_id *id, struct sdp_res *res)
 	/* The work is the socket's: a newer connection may need it. */
 	if (READ_ONCE(ssk->res_ready))
 		queue_work(sdp_wq, &ssk->cq_work);
+	/* No QP, no DMA: zero-copy mappings and MRs can go. */
+	sdp_zc_teardown(dev, res);
 	if (dev) {
 		sdp_rx_ring_fini(&res->rx);
 		sdp_ring_free(dev, &res->rx, res->buf_size, DMA_FROM_DEVICE);
@@ -275,6 +295,8 @@ void sdp_destroy_resources(struct sock *sk)
 	if (cancel_delayed_work(&ssk->keepalive_work))
 		sock_put(sk);
 	if (cancel_delayed_work(&ssk->ack_work))
+		sock_put(sk);
+	if (cancel_delayed_work(&ssk->zc_grace_work))
 		sock_put(sk);
 
 	mutex_lock(&ssk->res_lock);
@@ -321,8 +343,24 @@ static void sdp_wc_error(struct sock *sk, struct ib_wc *wc)
 	struct sdp_sock *ssk = sdp_sk(sk);
 
 	ssk->qp_error = true;
-	if (wc->status == IB_WC_WR_FLUSH_ERR)
-		return; /* the QP went down: the CM event says why */
+	if (wc->status == IB_WC_WR_FLUSH_ERR) {
+		unsigned int cs = sdp_core_state(&ssk->core);
+
+		/* The QP went down.  After a disconnect (ours, or the peer's
+		 * after its DisConn or AbortConn) the CM event says why.
+		 * Otherwise the peer broke the connection without a word, e.g.
+		 * by an RDMA access outside what we offered, which puts our QP
+		 * in the error state and may never be followed by a CM event:
+		 * a reset, as the CM would report a vanished peer.
+		 */
+		if (!ssk->disconnect_sent && !sk->sk_err && sdp_established(sk) &&
+		    !(cs & (SDP_CS_DISCONN_RCVD | SDP_CS_ABORTED))) {
+			SDP_INC(SDP_CNT_ERR_TRANSPORT);
+			sdp_set_error(sk, ECONNRESET);
+			sdp_disconnect(ssk);
+		}
+		return;
+	}
 	pr_debug("completion error %s\n", ib_wc_status_msg(wc->status));
 	if (sk->sk_state == TCP_CLOSE)
 		return;
@@ -369,6 +407,9 @@ bool sdp_poll_cq(struct sock *sk, bool arm)
 			case SDP_WR_TX:
 			case SDP_WR_CTL:
 				sdp_tx_complete(sk, &wc[i]);
+				break;
+			case SDP_WR_ZC:
+				sdp_zc_complete(sk, &wc[i]);
 				break;
 			}
 		}

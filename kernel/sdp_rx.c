@@ -141,6 +141,7 @@ static struct sdp_buf *sdp_rx_coalesce(struct sdp_sock *ssk, struct sdp_buf *b)
 	if (prev->off == prev->end || prev->end + len > ssk->buf_size)
 		return b;
 	memcpy((u8 *)prev->data + prev->end, (u8 *)b->data + b->off, len);
+	SDP_ADD(SDP_CNT_CPU_COPY_BYTES, len);
 	prev->end += len;
 	b->off = b->end; /* empty: freed and re-posted by the caller */
 	return prev;
@@ -170,8 +171,14 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 				   DMA_FROM_DEVICE);
 	err = sdp_core_on_recv(&ssk->core, b->data, wc->byte_len, &msg);
 	if (err) {
-		pr_warn_ratelimited("protocol error from peer: %s; resetting the connection\n",
-				    sdp_core_err_name(err));
+		struct sdp_core_zc_status zs;
+
+		sdp_core_zc_query(&ssk->core, &zs);
+		pr_warn_ratelimited("protocol error from peer: %s (message 0x%02x; zero copy: src %u %u/%u%s, offer %u, sink %u); resetting the connection\n",
+				    sdp_core_err_name(err), msg.mid,
+				    zs.src_state, zs.src_acked, zs.src_len,
+				    zs.src_sink_stopped ? " stopped" : "",
+				    zs.rsa_left, zs.adv_state);
 		SDP_INC(SDP_CNT_ERR_PROTOCOL);
 		sdp_abort(sk);
 		sdp_set_error(sk, ECONNRESET);
@@ -219,6 +226,9 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 		sk->sk_data_ready(sk);
 		sdp_maybe_disconnect(sk);
 		break;
+	case SDP_RX_ZCOPY:
+		sdp_zc_rx_event(sk, &msg);
+		break;
 	case SDP_RX_ABORT:
 		SDP_INC(SDP_CNT_ERR_RESET);
 		sdp_set_error(sk, sk->sk_state == TCP_CLOSE_WAIT ? EPIPE :
@@ -226,6 +236,9 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 		sdp_disconnect(ssk);
 		break;
 	}
+	/* A zero-copy send may wait for the credits this message brought. */
+	if (ssk->tx_busy || ssk->zc_credit_wait)
+		sdp_zc_wake(sk);
 consumed:
 	if (b->off == b->end) {
 		/* Nothing for the reader: the buffer is free again now. */
@@ -281,6 +294,16 @@ static struct sdp_buf *sdp_rx_find(struct sdp_sock *ssk, u64 skip, u32 *off)
 	return NULL;
 }
 
+/*
+ * Readers blocked in recvmsg: while there is one, a SrcAvail arriving is
+ * not the send/send deadlock (the core answers that with SendSM).
+ */
+static void sdp_rx_waiting(struct sdp_sock *ssk, int delta)
+{
+	ssk->readers_waiting += delta;
+	sdp_core_set_reader_waiting(&ssk->core, ssk->readers_waiting > 0);
+}
+
 /* Tell the peer about re-posted buffers when the core says it is time. */
 static void sdp_rx_refill(struct sock *sk)
 {
@@ -313,7 +336,7 @@ static bool sdp_rx_busy_poll(struct sock *sk, u64 seq)
 	WRITE_ONCE(ssk->busy_polling, true);
 	for (;;) {
 		sdp_process_completions(sk, false);
-		if (ssk->rcv_nxt != seq || sk->sk_err ||
+		if (ssk->rcv_nxt != seq || sk->sk_err || ssk->rsa_avail ||
 		    (sk->sk_shutdown & RCV_SHUTDOWN) || !ssk->res_ready ||
 		    ssk->urg_state == SDP_URG_VALID) {
 			found = true;
@@ -345,7 +368,7 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 	u32 cursor_off = 0;
 	u64 seq, peek_seq;
 	size_t copied = 0;
-	int target, err = 0;
+	int target, err = 0, thresh;
 	long timeo;
 
 	if (flags & MSG_ERRQUEUE)
@@ -363,6 +386,7 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 	timeo = sock_rcvtimeo(sk, flags & MSG_DONTWAIT);
 	target = sock_rcvlowat(sk, flags & MSG_WAITALL, len);
 	peek_seq = ssk->copied_seq;
+	thresh = sdp_zc_thresh(ssk);
 
 	/* A do-while, as TCP's: a zero-length read still waits or fails. */
 	do {
@@ -398,11 +422,14 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 				break;
 			}
 			copied += n;
+			SDP_ADD(SDP_CNT_CPU_COPY_BYTES, n);
 			if (peek) {
 				peek_seq += n;
 			} else {
 				b->off += n;
 				WRITE_ONCE(ssk->copied_seq, ssk->copied_seq + n);
+				ssk->stats.rx_bcopy_bytes += n;
+				ssk->stats.rx_bytes += n;
 				sdp_rx_release_read(ssk);
 			}
 			/* Past the mark: the urgent byte is history. */
@@ -413,6 +440,23 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 		}
 		if (b) /* len == 0 with data waiting */
 			break;
+		/* Next in the stream: bytes the peer offers for RDMA Read. */
+		if (ssk->rsa_avail && len > copied) {
+			int r = sdp_zc_recv_offer(sk, msg, len, flags, &copied);
+
+			if (r > 0)
+				continue;
+			if (r < 0) {
+				err = sock_error(sk) ?: r;
+				break;
+			}
+			/* Given up for bcopy (MSG_PEEK, no registration):
+			 * the source sends the bytes now, wait for them
+			 * even if this call would not block.
+			 */
+			if (!timeo)
+				timeo = msecs_to_jiffies(READ_ONCE(sysctl_sdp_zcopy_cancel_ms));
+		}
 
 		if (copied >= target)
 			break;
@@ -450,8 +494,25 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 		if (ssk->res_ready)
 			sdp_core_ack_request(&ssk->core);
 		sdp_rx_refill(sk);
-		if (sdp_rx_busy_poll(sk, peek ? peek_seq : ssk->copied_seq))
+		sdp_rx_waiting(ssk, 1);
+		if (sdp_rx_busy_poll(sk, peek ? peek_seq : ssk->copied_seq)) {
+			sdp_rx_waiting(ssk, -1);
 			continue;
+		}
+		/* Nothing came: a large buffer is offered to the sender. */
+		if (!peek && thresh > 0 && len - copied >= (size_t)thresh &&
+		    ssk->res_ready) {
+			int r = sdp_zc_recv_advertise(sk, msg, len, &timeo,
+						      &copied);
+
+			if (r) {
+				sdp_rx_waiting(ssk, -1);
+				if (r > 0)
+					continue;
+				err = r;
+				break;
+			}
+		}
 		{
 			DEFINE_WAIT_FUNC(wait, woken_wake_function);
 
@@ -459,6 +520,7 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 			sk_wait_event(sk, &timeo,
 				      READ_ONCE(ssk->rcv_nxt) !=
 					      (peek ? peek_seq : ssk->copied_seq) ||
+				      READ_ONCE(ssk->rsa_avail) ||
 				      READ_ONCE(sk->sk_err) ||
 				      (READ_ONCE(sk->sk_shutdown) & RCV_SHUTDOWN) ||
 				      READ_ONCE(sk->sk_state) == TCP_CLOSE ||
@@ -466,6 +528,7 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 				      &wait);
 			remove_wait_queue(sk_sleep(sk), &wait);
 		}
+		sdp_rx_waiting(ssk, -1);
 	} while (copied < len);
 	if (!peek && copied)
 		sdp_rx_refill(sk);

@@ -64,6 +64,7 @@ void sdp_set_error(struct sock *sk, int err)
 	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
 	sk_error_report(sk);
 	sk->sk_state_change(sk);
+	sdp_zc_wake(sk); /* zero-copy waits that ignore signals too */
 }
 
 static void sdp_sk_destruct(struct sock *sk)
@@ -71,6 +72,7 @@ static void sdp_sk_destruct(struct sock *sk)
 	struct sdp_sock *ssk = sdp_sk(sk);
 
 	WARN_ON_ONCE(ssk->res_ready || ssk->cm_id);
+	sdp_zc_free_maps(sk);
 	sdp_sock_list_del(sk);
 }
 
@@ -94,10 +96,12 @@ struct sock *sdp_sk_alloc(struct net *net, int kern)
 	INIT_DELAYED_WORK(&ssk->fin_work, sdp_fin_timeout_work);
 	INIT_DELAYED_WORK(&ssk->keepalive_work, sdp_keepalive_work);
 	INIT_DELAYED_WORK(&ssk->ack_work, sdp_ack_work);
+	INIT_DELAYED_WORK(&ssk->zc_grace_work, sdp_zc_grace_work);
 	mutex_init(&ssk->res_lock);
 	ssk->keepidle = SDP_KEEPIDLE_DEFAULT;
 	ssk->keepintvl = SDP_KEEPINTVL_DEFAULT;
 	ssk->keepcnt = SDP_KEEPCNT_DEFAULT;
+	ssk->zcopy_thresh = -1;
 	sk->sk_protocol = IPPROTO_TCP;
 	sk->sk_state = TCP_CLOSE;
 	sdp_sock_list_add(sk);
@@ -119,7 +123,7 @@ static void sdp_sk_init_data(struct socket *sock, struct sock *sk)
 static void sdp_orphan_close(struct sock *sk, bool *destroy_now)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
-	bool unread = ssk->rcv_nxt != ssk->copied_seq;
+	bool unread = ssk->rcv_nxt != ssk->copied_seq || ssk->rsa_avail;
 	bool linger0 = sock_flag(sk, SOCK_LINGER) && !sk->sk_lingertime;
 
 	*destroy_now = false;
@@ -660,7 +664,8 @@ static __poll_t sdp_poll(struct file *file, struct socket *sock,
 		mask |= EPOLLIN | EPOLLRDNORM | EPOLLRDHUP;
 
 	if (state != TCP_SYN_SENT && state != TCP_SYN_RECV) {
-		u64 avail = READ_ONCE(ssk->rcv_nxt) - READ_ONCE(ssk->copied_seq);
+		u64 avail = READ_ONCE(ssk->rcv_nxt) - READ_ONCE(ssk->copied_seq) +
+			    READ_ONCE(ssk->rsa_avail);
 		int target = sock_rcvlowat(sk, 0, INT_MAX);
 
 		if (avail >= (u64)target)
@@ -706,8 +711,8 @@ static int sdp_ioctl(struct socket *sock, unsigned int cmd, unsigned long arg)
 		    ssk->urg_seq >= ssk->copied_seq)
 			answ = (int)(ssk->urg_seq - ssk->copied_seq);
 		else
-			answ = (int)min_t(u64, ssk->rcv_nxt - ssk->copied_seq,
-					  INT_MAX);
+			answ = (int)min_t(u64, ssk->rcv_nxt - ssk->copied_seq +
+					  ssk->rsa_avail, INT_MAX);
 		release_sock(sk);
 		break;
 	case SIOCATMARK:
@@ -819,7 +824,9 @@ static int sdp_setsockopt(struct socket *sock, int level, int optname,
 		release_sock(sk);
 		return err;
 	}
-	if (level != SOL_TCP)
+	if (level != SOL_TCP && level != SOL_SDP)
+		return -ENOPROTOOPT;
+	if (level == SOL_SDP && optname != SDP_ZCOPY_THRESH)
 		return -ENOPROTOOPT;
 	if (optlen < sizeof(int))
 		return -EINVAL;
@@ -828,6 +835,12 @@ static int sdp_setsockopt(struct socket *sock, int level, int optname,
 
 	lock_sock(sk);
 	switch (optname) {
+	case SDP_ZCOPY_THRESH:
+		if (val < 0)
+			err = -EINVAL;
+		else
+			WRITE_ONCE(ssk->zcopy_thresh, val);
+		break;
 	case TCP_NODELAY:
 		ssk->nodelay = !!val;
 		if (val)
@@ -878,12 +891,28 @@ static int sdp_getsockopt(struct socket *sock, int level, int optname,
 		return -EFAULT;
 	if (len < 0)
 		return -EINVAL;
+	if ((level == SOL_TCP || level == SOL_SDP) && optname == SDP_STATS) {
+		struct sdp_sock_stats st;
+
+		lock_sock(sk);
+		st = ssk->stats;
+		release_sock(sk);
+		len = min_t(unsigned int, len, sizeof(st));
+		if (put_user(len, optlen) || copy_to_user(optval, &st, len))
+			return -EFAULT;
+		return 0;
+	}
 	if (level == SOL_IPV6 && optname == IPV6_V6ONLY) {
 		val = ssk->v6only;
-	} else if (level != SOL_TCP) {
+	} else if (level == SOL_SDP && optname != SDP_ZCOPY_THRESH) {
+		return -ENOPROTOOPT;
+	} else if (level != SOL_TCP && level != SOL_SDP) {
 		return -EOPNOTSUPP;
 	} else {
 		switch (optname) {
+		case SDP_ZCOPY_THRESH:
+			val = sdp_zc_thresh(ssk);
+			break;
 		case TCP_NODELAY:
 			val = ssk->nodelay;
 			break;

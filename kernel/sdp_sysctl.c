@@ -17,6 +17,11 @@ int sysctl_sdp_fin_timeout_ms = 30000;
 int sysctl_sdp_connect_timeout_ms = 5000;
 int sysctl_sdp_recv_poll_us = 100;
 int sysctl_sdp_ack_delay_ms = 4;
+int sysctl_sdp_zcopy_thresh = 65536;
+int sysctl_sdp_zcopy_chunk = 2 << 20;
+int sysctl_sdp_zcopy_cancel_ms = 5000;
+int sysctl_sdp_zcopy_fail_reg;
+int sysctl_sdp_zcopy_sink_wait_ms = 200;
 
 static int sdp_buf_min = 1024;
 static int sdp_buf_max = 262144;
@@ -29,6 +34,9 @@ static int sdp_ms_max = 600000;
 static int sdp_poll_max = 100000;
 static int sdp_one = 1;
 static int sdp_ack_delay_max = 500;
+static int sdp_int_max = INT_MAX;
+static int sdp_chunk_min = 4096;
+static int sdp_chunk_max = SDP_ZC_MAX_LEN;
 
 static struct ctl_table sdp_sysctl_table[] = {
 	{
@@ -102,6 +110,51 @@ static struct ctl_table sdp_sysctl_table[] = {
 		.proc_handler = proc_dointvec_minmax,
 		.extra1 = &sdp_one,
 		.extra2 = &sdp_ack_delay_max,
+	},
+	{
+		.procname = "zcopy_thresh",
+		.data = &sysctl_sdp_zcopy_thresh,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_zero,
+		.extra2 = &sdp_int_max,
+	},
+	{
+		.procname = "zcopy_chunk",
+		.data = &sysctl_sdp_zcopy_chunk,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_chunk_min,
+		.extra2 = &sdp_chunk_max,
+	},
+	{
+		.procname = "zcopy_cancel_ms",
+		.data = &sysctl_sdp_zcopy_cancel_ms,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_ms_min,
+		.extra2 = &sdp_ms_max,
+	},
+	{
+		.procname = "zcopy_sink_wait_ms",
+		.data = &sysctl_sdp_zcopy_sink_wait_ms,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_one,
+		.extra2 = &sdp_ms_max,
+	},
+	{
+		.procname = "zcopy_fail_reg",
+		.data = &sysctl_sdp_zcopy_fail_reg,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_zero,
+		.extra2 = &sdp_one,
 	},
 #if LINUX_VERSION_CODE < KERNEL_VERSION(6, 6, 0)
 	{}

@@ -16,8 +16,10 @@
 #include "sdp.h"
 #include "sdp_wire.h"
 
+/* Post buffer n of ring r (len bytes), behind the work requests `before`. */
 static int sdp_post_send(struct sdp_sock *ssk, struct sdp_ring *r,
-			 enum sdp_wr_ring ring, u32 n, u32 len)
+			 enum sdp_wr_ring ring, u32 n, u32 len,
+			 struct ib_send_wr *before)
 {
 	struct sdp_buf *b = sdp_ring_buf(r, n);
 	struct ib_sge sge = {
@@ -41,15 +43,46 @@ static int sdp_post_send(struct sdp_sock *ssk, struct sdp_ring *r,
 		ib_dma_sync_single_for_device(ssk->pd->device, b->dma, len,
 					      DMA_TO_DEVICE);
 	}
-	err = ib_post_send(ssk->qp, &wr, NULL);
+	if (before) {
+		struct ib_send_wr *last = before;
+
+		while (last->next)
+			last = last->next;
+		last->next = &wr;
+	}
+	err = ib_post_send(ssk->qp, before ?: &wr, NULL);
 	if (err)
 		pr_warn_ratelimited("ib_post_send failed: %d\n", err);
 	return err;
 }
 
-static u16 sdp_posted(struct sdp_sock *ssk)
+u16 sdp_posted(struct sdp_sock *ssk)
 {
 	return (u16)min_t(u32, sdp_rx_posted(ssk), U16_MAX);
+}
+
+/*
+ * Post the control-ring buffer at ctl->post, whose len header bytes (message
+ * mid) the core just built, behind the work requests `before` (the REG_MR
+ * a SrcAvail or SinkAvail advertises).  The caller checked the ring has room.
+ */
+int sdp_post_ctl(struct sock *sk, struct ib_send_wr *before, u8 mid, u32 len)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct sdp_ring *ctl = &ssk->ctl;
+	struct sdp_buf *b = sdp_ring_buf(ctl, ctl->post);
+
+	b->mid = mid;
+	b->end = len;
+	if (sdp_post_send(ssk, ctl, SDP_WR_CTL, ctl->post, len, before)) {
+		ssk->qp_error = true;
+		sdp_set_error(sk, ECONNRESET);
+		sdp_disconnect(ssk);
+		return -EIO;
+	}
+	ctl->post++;
+	SDP_INC_TX_MID(mid);
+	return 0;
 }
 
 int sdp_send_control(struct sock *sk, unsigned int mid)
@@ -68,12 +101,12 @@ int sdp_send_control(struct sock *sk, unsigned int mid)
 				sdp_posted(ssk));
 	if (len < 0)
 		return -EAGAIN;
-	b->mid = (u8)mid;
-	b->end = len;
-	if (sdp_post_send(ssk, ctl, SDP_WR_CTL, ctl->post, len))
+	if (sdp_post_ctl(sk, NULL, (u8)mid, len))
 		return -EIO;
-	ctl->post++;
-	SDP_INC_TX_MID(mid);
+	if (mid == SDP_MID_SEND_SM)
+		ssk->stats.send_sm_sent++;
+	if (mid == SDP_MID_SRC_AVAIL_CANCEL || mid == SDP_MID_SINK_AVAIL_CANCEL)
+		ssk->stats.cancels_sent++;
 	if (mid == SDP_MID_DISCONN && sk->sk_state == TCP_LAST_ACK) {
 		/* Both directions are closed and RC delivers in order: the
 		 * connection is done for the user, as TCP's is once its last
@@ -130,7 +163,7 @@ void sdp_push(struct sock *sk, unsigned int extra_opts)
 		if (hdr < 0)
 			break;
 		b->mid = SDP_MID_DATA;
-		if (sdp_post_send(ssk, tx, SDP_WR_TX, tx->post, b->end)) {
+		if (sdp_post_send(ssk, tx, SDP_WR_TX, tx->post, b->end, NULL)) {
 			ssk->qp_error = true;
 			return;
 		}
@@ -139,10 +172,12 @@ void sdp_push(struct sock *sk, unsigned int extra_opts)
 		SDP_ADD(SDP_CNT_TX_BYTES, payload);
 	}
 control:
-	mid = sdp_core_control_due(&ssk->core, tx->tail - tx->post,
-				   sdp_posted(ssk));
-	if (mid)
-		sdp_send_control(sk, mid);
+	/* Several can be due at once (a zero-copy completion, then SendSM). */
+	while ((mid = sdp_core_control_due(&ssk->core, tx->tail - tx->post,
+					   sdp_posted(ssk))) != 0) {
+		if (sdp_send_control(sk, mid))
+			break;
+	}
 }
 
 void sdp_tx_complete(struct sock *sk, struct ib_wc *wc)
@@ -237,12 +272,17 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 	struct sock *sk = sock->sk;
 	struct sdp_sock *ssk = sdp_sk(sk);
 	int flags = msg->msg_flags;
-	size_t copied = 0;
+	size_t copied = 0, bcopy_budget = 0;
+	bool zcopy;
+	int thresh;
 	long timeo;
 	int err = 0;
 
 	lock_sock(sk);
 	timeo = sock_sndtimeo(sk, flags & MSG_DONTWAIT);
+	/* Zero copy for large blocking sends; urgent data goes by bcopy. */
+	thresh = sdp_zc_thresh(ssk);
+	zcopy = timeo && !(flags & MSG_OOB) && thresh > 0 && size >= thresh;
 	if (!((1 << sk->sk_state) & (TCPF_ESTABLISHED | TCPF_CLOSE_WAIT))) {
 		err = sdp_wait_connected(sk, &timeo);
 		if (err)
@@ -262,12 +302,32 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			err = -EPIPE;
 			goto do_error;
 		}
-		b = sdp_tx_segment(ssk);
+		if (zcopy && !bcopy_budget && ssk->zc_max_pages &&
+		    msg_data_left(msg) >= thresh) {
+			err = sdp_zc_send(sk, msg, &timeo, &copied);
+			if (!err)
+				continue;
+			if (err == -ENOBUFS) {
+				/* The rest of this send goes by bcopy. */
+				zcopy = false;
+				err = 0;
+				continue;
+			}
+			if (err == -ENOSPC) {
+				/* No credit for zero copy: one chunk by bcopy. */
+				bcopy_budget = READ_ONCE(sysctl_sdp_zcopy_chunk);
+				err = 0;
+				continue;
+			}
+			goto do_error;
+		}
+		b = ssk->tx_busy ? NULL : sdp_tx_segment(ssk);
 		if (!b) {
 			DEFINE_WAIT_FUNC(wait, woken_wake_function);
 
 			/* Ring full: get queued segments moving, then wait
-			 * for a send completion to free a buffer.
+			 * for a send completion to free a buffer.  Or a zero-
+			 * copy send of another thread owns the stream now.
 			 */
 			sdp_push(sk, 0);
 			set_bit(SOCK_NOSPACE, &sk->sk_socket->flags);
@@ -281,7 +341,8 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			}
 			add_wait_queue(sk_sleep(sk), &wait);
 			sk_wait_event(sk, &timeo,
-				      sdp_tx_room(ssk) || READ_ONCE(sk->sk_err) ||
+				      (sdp_tx_room(ssk) && !READ_ONCE(ssk->tx_busy)) ||
+				      READ_ONCE(sk->sk_err) ||
 				      (READ_ONCE(sk->sk_shutdown) & SEND_SHUTDOWN) ||
 				      READ_ONCE(ssk->qp_error), &wait);
 			remove_wait_queue(sk_sleep(sk), &wait);
@@ -298,6 +359,10 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 		}
 		b->end += n;
 		copied += n;
+		bcopy_budget -= min(bcopy_budget, n);
+		SDP_ADD(SDP_CNT_CPU_COPY_BYTES, n);
+		ssk->stats.tx_bcopy_bytes += n;
+		ssk->stats.tx_bytes += n;
 		WRITE_ONCE(ssk->snd_queued, ssk->snd_queued + n);
 		if ((flags & MSG_OOB) && !msg_data_left(msg))
 			b->urgent = 1;

@@ -20,4 +20,52 @@
 /* Where the loaded module publishes the family number it registered. */
 #define SDP_FAMILY_SYSFS_PATH "/sys/module/sdp/parameters/family"
 
+/*
+ * Socket options.  Level SOL_SDP, or SOL_TCP for the historical ones (OFED
+ * SDP numbers, so programs written for it keep working).
+ */
+#define SOL_SDP 1025
+
+/*
+ * int: blocking sends and receives of at least this many bytes move the
+ * data by RDMA straight between the applications' buffers (zero copy);
+ * 0 turns zero copy off for the socket.  Default: net.sdp.zcopy_thresh.
+ */
+#define SDP_ZCOPY_THRESH 80
+
+/* struct sdp_sock_stats (getsockopt only): this socket's transfer counters. */
+#define SDP_STATS 82
+
+#ifndef __KERNEL__
+#include <stdint.h>
+#define __sdp_u64 uint64_t
+#else
+#include <linux/types.h>
+#define __sdp_u64 __u64
+#endif
+
+struct sdp_sock_stats {
+	__sdp_u64 tx_bytes;	   /* stream bytes sent, every path */
+	__sdp_u64 rx_bytes;	   /* stream bytes received, every path */
+	__sdp_u64 tx_bcopy_bytes;  /* sent in Data messages (CPU copy) */
+	__sdp_u64 rx_bcopy_bytes;  /* received in Data messages (CPU copy) */
+	__sdp_u64 zc_tx_bytes;	   /* sent by zero copy (RDMA Read or Write) */
+	__sdp_u64 zc_rx_bytes;	   /* received by zero copy */
+	__sdp_u64 zc_tx_segs;	   /* zero-copy transfers as the source */
+	__sdp_u64 zc_rx_segs;	   /* zero-copy transfers as the sink */
+	__sdp_u64 src_avail_sent;  /* SrcAvail messages sent */
+	__sdp_u64 sink_avail_sent; /* SinkAvail messages sent */
+	__sdp_u64 rdma_writes;	   /* RDMA Writes into the peer's SinkAvail */
+	__sdp_u64 rdma_reads;	   /* RDMA Reads of the peer's SrcAvail */
+	__sdp_u64 send_sm_sent;
+	__sdp_u64 send_sm_rcvd;
+	__sdp_u64 cancels_sent;	   /* SrcAvailCancel + SinkAvailCancel */
+	__sdp_u64 fallback_send_sm;  /* SrcAvails ended by SendSM: rest by bcopy */
+	__sdp_u64 fallback_memlock;  /* RLIMIT_MEMLOCK refused the pinning */
+	__sdp_u64 fallback_pin;	     /* the pages could not be pinned */
+	__sdp_u64 fallback_reg;	     /* registration failed */
+	__sdp_u64 fallback_peek;     /* MSG_PEEK over an offer: SendSM */
+	__sdp_u64 fallback_no_reader; /* an offer nobody read in time: SendSM */
+};
+
 #endif /* _UAPI_SDP_H */

@@ -288,10 +288,11 @@ int Connection::control_due(u32 tx_queued, u16 posted_rx) const
         return 0;
     if (!credits_.may_send_control())
         return 0;
-    // Zero-copy answers and completions keep the last credit back, like
-    // credit updates (below).
+    // Zero-copy answers and completions may take the last credit: the peer
+    // waits for them (a blocked send, a cancel), and they release its
+    // buffers at once, so its credit update follows.
     const int zc = zc_control_due();
-    if (zc != 0 && credits_.tx_credits() >= 2)
+    if (zc != 0)
         return zc;
     if ((state_ & SDP_CS_SHUT_REQUESTED) && !(state_ & SDP_CS_DISCONN_SENT) && tx_queued == 0 &&
         !zc_blocks_data())
@@ -386,6 +387,8 @@ int Connection::rx(const u8* buf, u32 byte_len, sdp_core_rx* out)
         if (state_ & SDP_CS_DISCONN_RCVD)
             return -SDP_CORE_EPROTO;
         state_ |= SDP_CS_DISCONN_RCVD;
+        // The peer sends nothing more: our SinkAvail will not be written.
+        data_received();
         out->kind = SDP_RX_DISCONN;
         return 0;
     case wire::Mid::kAbortConn:

@@ -96,6 +96,7 @@ class Connection {
     int zc_tx_build(wire::Message* msg);
     int zc_control_due() const;
     bool zc_blocks_data() const;
+    bool zc_fits() const;
     void data_sent(u32 mseq);
     void data_received();
 
@@ -141,6 +142,9 @@ class Connection {
     bool src_cancel_due_ = false;
     bool sink_cancel_due_ = false;
     bool sink_cancel_ack_due_ = false;
+    // Our SinkAvailCancel went, then stream bytes ended the advertisement
+    // first: the SinkCancelAck still comes and answers nothing.
+    bool sink_ack_stale_ = false;
     bool reader_waiting_ = false; // an application receive is posted (deadlock rule)
     // We sent the Hello (breaks ties in the credit update rule).
     bool active_ = false;

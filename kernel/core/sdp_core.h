@@ -198,9 +198,10 @@ unsigned int sdp_core_data_in_flight(const struct sdp_core_conn *c);
  * registers len bytes for remote read and posts the SrcAvail built by
  * sdp_core_tx_src_avail().  The sink reads and answers RdmaRdCompl(n) until
  * all is read; or it sends SendSM (it reads no more: the rest goes by
- * bcopy).  The source may give up with sdp_core_src_cancel(): SrcAvailCancel
- * goes, and the sink always answers with SendSM, after the RdmaRdCompl of
- * what it read.  When src_state is SDP_ZC_DONE the host invalidates its key
+ * bcopy), to which the source answers SrcAvailCancel.  The source may also
+ * give up by itself with sdp_core_src_cancel().  The sink answers every
+ * SrcAvailCancel with SendSM, after the RdmaRdCompl of what it read; that
+ * SendSM ends the SrcAvail.  When src_state is SDP_ZC_DONE the host invalidates its key
  * and calls sdp_core_src_release(); src_acked bytes were delivered.
  *
  * Sink side of a SrcAvail: SDP_RX_ZCOPY with mid SrcAvail queues rsa_left
@@ -263,8 +264,9 @@ struct sdp_core_zc_status {
 	unsigned int adv_written; /* bytes the source wrote into it */
 	/* the peer's SinkAvail */
 	int psink_usable;
-	/* zero-copy control messages still to send */
-	int control_pending;
+	unsigned int psink_len;
+	/* the RdmaWrCompl of our RDMA Write is not posted yet */
+	int wr_compl_pending;
 };
 
 void sdp_core_zc_query(const struct sdp_core_conn *c,

@@ -10,11 +10,11 @@
 // two SrcAvails outstanding, a sink never two SinkAvails.  The rules that
 // keep both sides in agreement without extra messages:
 //
-//  * A SendSM ends our SrcAvail if it acknowledges it (mseq_ack at or after
-//    the SrcAvail); after our SrcAvailCancel only the SendSM acknowledging
-//    the cancel ends it, so an earlier SendSM that crossed the cancel is
-//    never mistaken for the answer and the next SrcAvail never meets a stale
-//    one.
+//  * A SendSM about our SrcAvail (mseq_ack at or after it) makes us cancel
+//    it with SrcAvailCancel, as the specification asks; only the SendSM
+//    acknowledging a cancel ends the SrcAvail, so a SendSM that crossed the
+//    cancel is never mistaken for the answer and the next SrcAvail never
+//    meets a stale one.
 //  * A SinkAvail is usable only if the sink had received every stream byte
 //    we sent (its mseq_ack covers our last data-bearing message), so bytes
 //    written into it are exactly the next ones in the stream.  Once we send
@@ -48,12 +48,22 @@ void Connection::data_sent(u32 mseq)
     psink_.usable = false;
 }
 
-// The peer sent stream bytes by a message other than RdmaWrCompl: it will
-// never write into our SinkAvail now.
+// The peer sent stream bytes by a message other than RdmaWrCompl, or its
+// DisConn: it will never write into our SinkAvail now.  A cancel of ours is
+// then pointless: not sent yet, it is dropped; already sent, its answer is
+// expected and ignored.  The reader need not wait for it (the peer may have
+// no credit left to send it while its bytes fill our ring).
 void Connection::data_received()
 {
-    if (adv_.state == Zc::kActive)
+    if (adv_.state == Zc::kActive) {
         adv_.state = Zc::kDone;
+    } else if (adv_.state == Zc::kCancelling) {
+        if (sink_cancel_due_)
+            sink_cancel_due_ = false;
+        else
+            sink_ack_stale_ = true;
+        adv_.state = Zc::kDone;
+    }
 }
 
 bool Connection::zc_blocks_data() const
@@ -63,8 +73,17 @@ bool Connection::zc_blocks_data() const
     return src_.state == Zc::kActive || src_.state == Zc::kCancelling || wr_compl_due_ != 0;
 }
 
+// Zero-copy messages are up to 36 bytes (SinkAvail) and their answers 20:
+// a peer announcing tinier receive buffers gets bcopy only.
+bool Connection::zc_fits() const
+{
+    return peer_rcv_size_ >= SDP_SINK_AVAIL_SIZE && rx_buf_size_ >= SDP_RDMA_COMPL_SIZE;
+}
+
 int Connection::tx_src_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 posted_rx)
 {
+    if (!zc_fits())
+        return -SDP_CORE_ETOOBIG;
     if (!(state_ & SDP_CS_ESTABLISHED) || (state_ & (SDP_CS_SHUT_REQUESTED | SDP_CS_ABORTED)))
         return -SDP_CORE_ESTATE;
     if (src_.state != Zc::kIdle || wr_compl_due_ != 0 || !credits_.may_send_data())
@@ -155,9 +174,13 @@ void Connection::rsa_abandon()
 
 int Connection::tx_sink_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 posted_rx)
 {
+    if (!zc_fits())
+        return -SDP_CORE_ETOOBIG;
     if (!(state_ & SDP_CS_ESTABLISHED) || (state_ & (SDP_CS_DISCONN_RCVD | SDP_CS_ABORTED)))
         return -SDP_CORE_ESTATE;
-    if (adv_.state != Zc::kIdle || rsa_.active || !credits_.may_send_data())
+    // A stale SinkCancelAck still to come would look like the answer to
+    // the next advertisement's cancel.
+    if (adv_.state != Zc::kIdle || rsa_.active || sink_ack_stale_ || !credits_.may_send_data())
         return -SDP_CORE_ESTATE;
     if (!valid_offer(zc.len, zc.vaddr))
         return -SDP_CORE_EPROTO;
@@ -209,7 +232,8 @@ void Connection::zc_status(struct sdp_core_zc_status* out) const
     out->adv_state = static_cast<u32>(adv_.state);
     out->adv_written = adv_.written;
     out->psink_usable = psink_.usable;
-    out->control_pending = zc_control_due() != 0 || send_sm_due_ || rd_compl_due_ != 0;
+    out->psink_len = psink_.usable ? psink_.len : 0;
+    out->wr_compl_pending = wr_compl_due_ != 0;
 }
 
 // The next zero-copy control message, most urgent first: the completion
@@ -303,8 +327,12 @@ int Connection::zc_rx(const wire::Message& msg, sdp_core_rx* out)
     }
     case wire::Mid::kSendSm:
         if (src_.state == Zc::kActive && seq_at_or_after(msg.bsdh.mseq_ack, src_.mseq)) {
+            // The sink reads no more: cancel what it has not read (the
+            // specification's answer to SendSM), send the rest by bcopy
+            // once the cancel is acknowledged.
             src_.sink_stopped = true;
-            src_.state = Zc::kDone;
+            src_.state = Zc::kCancelling;
+            src_cancel_due_ = true;
         } else if (src_.state == Zc::kCancelling) {
             src_.sink_stopped = true;
             // Only the answer to our cancel ends it (src_cancel_due_: the
@@ -323,8 +351,8 @@ int Connection::zc_rx(const wire::Message& msg, sdp_core_rx* out)
         return 0;
     case wire::Mid::kSinkAvail: {
         const wire::SinkAvail& sk = msg.sink_avail;
-        if (wr_compl_due_ != 0 || sink_cancel_ack_due_ || (state_ & SDP_CS_DISCONN_RCVD) ||
-            !valid_offer(sk.len, sk.vaddr))
+        // (After the peer's DisConn too: it closed its sending side only.)
+        if (wr_compl_due_ != 0 || sink_cancel_ack_due_ || !valid_offer(sk.len, sk.vaddr))
             return -SDP_CORE_EPROTO;
         psink_ = PeerSinkAvail{sk.vaddr, sk.rkey, sk.len, false};
         // Usable only if the sink had every stream byte we sent.
@@ -336,7 +364,10 @@ int Connection::zc_rx(const wire::Message& msg, sdp_core_rx* out)
     }
     case wire::Mid::kSinkAvailCancel:
         psink_.usable = false;
-        sink_cancel_ack_due_ = true;
+        // After our DisConn the sink needs no answer: the DisConn ended its
+        // advertisement.
+        if (!(state_ & SDP_CS_DISCONN_SENT))
+            sink_cancel_ack_due_ = true;
         return 0;
     case wire::Mid::kRdmaWrCompl: {
         const u32 n = msg.rdma_compl_len;
@@ -350,6 +381,10 @@ int Connection::zc_rx(const wire::Message& msg, sdp_core_rx* out)
         return 0;
     }
     case wire::Mid::kSinkCancelAck:
+        if (sink_ack_stale_) {
+            sink_ack_stale_ = false;
+            return 0;
+        }
         if (adv_.state != Zc::kCancelling || sink_cancel_due_)
             return -SDP_CORE_EPROTO;
         adv_.state = Zc::kDone;

@@ -216,16 +216,23 @@ TEST_F(Zcopy, SendSmEndsTheSrcAvailAndTheRestGoesByBcopy)
     EXPECT_EQ(sdp_core_rd_start(B(), 1), -SDP_CORE_ESTATE);
     ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_RDMA_RD_COMPL)), 0);
     ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_SEND_SM)), 0);
+    // The source cancels the rest, as the specification asks; the sink's
+    // answer ends the SrcAvail.
+    EXPECT_EQ(St(A()).src_state, unsigned{SDP_ZC_CANCELLING});
+    EXPECT_TRUE(St(A()).src_sink_stopped);
+    EXPECT_EQ(sdp_core_tx_decide(A(), 100, 1, 0), SDP_TX_HOLD) << "no bcopy before the answer";
+    ASSERT_EQ(Deliver(B(), Control(A(), SDP_MID_SRC_AVAIL_CANCEL)), 0);
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_SEND_SM)), 0);
     EXPECT_EQ(St(A()).src_state, unsigned{SDP_ZC_DONE});
     EXPECT_EQ(St(A()).src_acked, 5000u);
-    EXPECT_TRUE(St(A()).src_sink_stopped);
     sdp_core_src_release(A());
     ASSERT_EQ(Deliver(B(), Data(A(), 1000)), 0) << "the rest by bcopy";
-    // A RdmaRdCompl after SendSM is a lie.
+    // A RdmaRdCompl after SendSM is a lie (B sent RdmaRdCompl and two
+    // SendSMs; A sent SrcAvail, SrcAvailCancel and Data).
     unsigned char raw[SDP_RDMA_COMPL_SIZE] = {SDP_MID_RDMA_RD_COMPL, 0, 0, kPosted};
     PutBe32(raw + 4, sizeof(raw));
-    PutBe32(raw + 8, 3);
-    PutBe32(raw + 12, 2);
+    PutBe32(raw + 8, 4);
+    PutBe32(raw + 12, 3);
     PutBe32(raw + 16, 1);
     sdp_core_rx rx{};
     EXPECT_EQ(sdp_core_on_recv(A(), raw, sizeof(raw), &rx), -SDP_CORE_EPROTO);
@@ -299,9 +306,15 @@ TEST_F(Zcopy, SendSendDeadlockIsBrokenBySendSm)
     EXPECT_EQ(St(A()).rsa_left, 0u);
     ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_SEND_SM)), 0);
     ASSERT_EQ(Deliver(B(), Control(A(), SDP_MID_SEND_SM)), 0);
-    EXPECT_EQ(St(A()).src_state, unsigned{SDP_ZC_DONE});
-    EXPECT_EQ(St(B()).src_state, unsigned{SDP_ZC_DONE});
     EXPECT_TRUE(St(A()).src_sink_stopped);
+    EXPECT_TRUE(St(B()).src_sink_stopped);
+    // Each cancels its SrcAvail; the answer to each cancel ends it.
+    ASSERT_EQ(Deliver(B(), Control(A(), SDP_MID_SRC_AVAIL_CANCEL)), 0);
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_SEND_SM)), 0) << "answers go first";
+    EXPECT_EQ(St(A()).src_state, unsigned{SDP_ZC_DONE});
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_SRC_AVAIL_CANCEL)), 0);
+    ASSERT_EQ(Deliver(B(), Control(A(), SDP_MID_SEND_SM)), 0);
+    EXPECT_EQ(St(B()).src_state, unsigned{SDP_ZC_DONE});
     // Both finish by bcopy.
     sdp_core_src_release(A());
     sdp_core_src_release(B());
@@ -467,6 +480,21 @@ TEST_F(Zcopy, ASrcAvailEndsAnAdvertisementItCrossed)
     ASSERT_EQ(Deliver(B(), sa), 0);
     EXPECT_EQ(St(B()).adv_state, unsigned{SDP_ZC_DONE});
     EXPECT_EQ(St(B()).rsa_left, 65536u) << "the reader reads it instead";
+}
+
+// A peer that shut down its sending side still receives: its SinkAvail is
+// valid after its DisConn, ours is not after our DisConn.
+TEST_F(Zcopy, SinkAvailAfterTheSinksDisConn)
+{
+    sdp_core_shutdown_send(B());
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_DISCONN)), 0);
+    ASSERT_EQ(Deliver(A(), SinkAvail(B(), 8192)), 0);
+    EXPECT_TRUE(St(A()).psink_usable);
+    Bytes m(SDP_SINK_AVAIL_SIZE);
+    const sdp_core_zc zc{4096, 1, 0x1000};
+    EXPECT_EQ(sdp_core_tx_sink_avail(A(), m.data(), SDP_SINK_AVAIL_SIZE, &zc, kPosted),
+              -SDP_CORE_ESTATE)
+        << "nothing more will come from B";
 }
 
 TEST_F(Zcopy, SinkAvailOnlyWithNothingOfTheSourcePending)

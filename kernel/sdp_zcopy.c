@@ -1,0 +1,1156 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Zero copy: stream bytes move by RDMA between the applications' buffers.
+ *
+ *   source, SrcAvail:  pin + register the sender's buffer for remote read,
+ *                      send SrcAvail; the sink RDMA-reads it into its own
+ *                      registered buffer and answers RdmaRdCompl.
+ *   sink, SinkAvail:   a receiver waiting with a large buffer registers it
+ *                      for remote write and sends SinkAvail; a sender with
+ *                      a large send RDMA-writes into it, then RdmaWrCompl.
+ *
+ * The protocol (what is due, what the peer may do, SendSM and the cancels)
+ * is the core's (core/zcopy.cpp); this file owns the registrations, the
+ * RDMA work requests and the waiting.  Each socket has two registrations
+ * (struct sdp_zc_map): `tx` for its sending side, `rx` for its receiving
+ * side, with a fast-registration MR each, allocated at connection setup.
+ * A transfer's lifecycle never varies:
+ *
+ *   collect pages (user: pin_user_pages_fast, charged to RLIMIT_MEMLOCK;
+ *   kernel kvec/bvec: their pages) -> DMA map -> REG_MR with a fresh key
+ *   -> RDMA (the peer's or ours) -> LOCAL_INV (fenced, signalled) -> wait
+ *   for it -> unmap -> unpin.
+ *
+ * So when send() or recv() returns, the key the peer knew is invalid and
+ * the device touches the buffer no more.  If the connection dies on the
+ * way, teardown (sdp_zc_claim, sdp_zc_teardown) unmaps after the QP is
+ * destroyed, and the transfer unpins only after that (res_lock).
+ *
+ * Anything that keeps a transfer from being registered (memlock limit,
+ * unpinnable memory, registration failure) sends the bytes by bcopy
+ * instead: an error never reaches the application for it.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/mm.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
+#include <linux/scatterlist.h>
+#include <linux/slab.h>
+#include <linux/uio.h>
+#include <linux/version.h>
+#include <linux/vmalloc.h>
+
+#include "sdp.h"
+#include "sdp_wire.h"
+
+#define SDP_ZC_TX 0
+#define SDP_ZC_RX 1
+#define SDP_ZC_WR_REG 0x100
+#define SDP_ZC_WR_RDMA 0x200
+#define SDP_ZC_WR_INV 0x300
+
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 4, 0)
+#define sdp_iter_iov(i) iter_iov(i)
+#else
+#define sdp_iter_iov(i) ((i)->iov)
+#endif
+
+int sdp_zc_thresh(const struct sdp_sock *ssk)
+{
+	int t = READ_ONCE(ssk->zcopy_thresh);
+
+	return t >= 0 ? t : READ_ONCE(sysctl_sdp_zcopy_thresh);
+}
+
+static void sdp_zc_query(struct sdp_sock *ssk, struct sdp_core_zc_status *st)
+{
+	sdp_core_zc_query(&ssk->core, st);
+}
+
+/* Wake every waiter, the uninterruptible ones of this file included. */
+void sdp_zc_wake(struct sock *sk)
+{
+	struct socket_wq *wq;
+
+	rcu_read_lock();
+	wq = rcu_dereference(sk->sk_wq);
+	if (skwq_has_sleeper(wq))
+		wake_up_all(&wq->wait);
+	rcu_read_unlock();
+}
+
+/* ---- setup and teardown ---------------------------------------------------- */
+
+/*
+ * The registrations of a new connection: page and scatterlist arrays (the
+ * socket's, kept across connections) and one MR each (the connection's).
+ * A device without fast registration, or no memory, leaves zero copy off
+ * for the connection: that is not an error.
+ */
+int sdp_zc_alloc(struct sock *sk, struct ib_device *dev, struct ib_pd *pd)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	u32 pages = DIV_ROUND_UP((u32)sysctl_sdp_zcopy_chunk, PAGE_SIZE) + 1;
+	int i;
+
+	ssk->zc_max_pages = 0;
+	pages = min_t(u32, pages, dev->attrs.max_fast_reg_page_list_len);
+	if (pages < 2)
+		return 0;
+	for (i = 0; i < 2; i++) {
+		struct sdp_zc_map *map = &ssk->zc[i];
+		struct ib_mr *mr;
+
+		if (map->max_pages != pages) {
+			kvfree(map->pages);
+			kvfree(map->sgl);
+			map->pages = kvcalloc(pages, sizeof(*map->pages),
+					      GFP_KERNEL);
+			map->sgl = kvcalloc(pages, sizeof(*map->sgl),
+					    GFP_KERNEL);
+			map->max_pages = pages;
+			if (!map->pages || !map->sgl)
+				goto off;
+		}
+		map->which = i;
+		mr = ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, pages);
+		if (IS_ERR(mr))
+			goto off;
+		ssk->zc_mr[i] = mr;
+	}
+	ssk->zc_max_pages = pages;
+	return 0;
+off:
+	for (i = 0; i < 2; i++) {
+		if (ssk->zc_mr[i])
+			ib_dereg_mr(ssk->zc_mr[i]);
+		ssk->zc_mr[i] = NULL;
+	}
+	sdp_zc_free_maps(sk);
+	return 0;
+}
+
+void sdp_zc_free_maps(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		kvfree(ssk->zc[i].pages);
+		kvfree(ssk->zc[i].sgl);
+		ssk->zc[i].pages = NULL;
+		ssk->zc[i].sgl = NULL;
+		ssk->zc[i].max_pages = 0;
+	}
+}
+
+/*
+ * Teardown takes the MRs, and the DMA mappings of transfers in progress,
+ * with the other RDMA resources (socket lock held): from now on the
+ * transfer's own cleanup leaves the mapping alone and waits for
+ * sdp_zc_teardown() before it unpins.
+ */
+void sdp_zc_claim(struct sock *sk, struct sdp_res *res)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		res->zc_mr[i] = ssk->zc_mr[i];
+		ssk->zc_mr[i] = NULL;
+		res->zc_unmap[i] = NULL;
+		if (ssk->zc[i].mapped) {
+			res->zc_unmap[i] = &ssk->zc[i];
+			ssk->zc[i].mapped = false;
+		}
+	}
+	ssk->zc_max_pages = 0;
+	sdp_zc_wake(sk);
+}
+
+/* After the QP is gone (no more DMA): unmap, then free the MRs. */
+void sdp_zc_teardown(struct ib_device *dev, struct sdp_res *res)
+{
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		struct sdp_zc_map *map = res->zc_unmap[i];
+
+		if (map && dev)
+			ib_dma_unmap_sg(dev, map->sgl, map->npages, map->dir);
+		if (res->zc_mr[i])
+			ib_dereg_mr(res->zc_mr[i]);
+		res->zc_mr[i] = NULL;
+		res->zc_unmap[i] = NULL;
+	}
+}
+
+/* ---- pages ------------------------------------------------------------------- */
+
+/* Pinned user pages count against RLIMIT_MEMLOCK, as ib_umem_get() does. */
+static int sdp_zc_charge(u32 npages)
+{
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	s64 pinned;
+
+	if (!current->mm)
+		return -ENOMEM;
+	pinned = atomic64_add_return(npages, &current->mm->pinned_vm);
+	if (pinned > limit && !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(npages, &current->mm->pinned_vm);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void sdp_zc_uncharge(u32 npages)
+{
+	if (current->mm)
+		atomic64_sub(npages, &current->mm->pinned_vm);
+}
+
+/* The page of a kernel virtual address (kmalloc'd or vmalloc'd). */
+static struct page *sdp_kaddr_page(const void *p)
+{
+	if (is_vmalloc_addr(p))
+		return vmalloc_to_page(p);
+	if (virt_addr_valid(p))
+		return virt_to_page(p);
+	return NULL;
+}
+
+/*
+ * Pages of a virtually contiguous range: user (pinned and charged) or
+ * kernel.  Returns the bytes covered (at most max_len, bounded by the
+ * registration size) or a negative errno with its fallback counter.
+ */
+static int sdp_zc_collect_virt(struct sdp_sock *ssk, struct sdp_zc_map *map,
+			       unsigned long addr, size_t len, bool user,
+			       bool write)
+{
+	unsigned long off = offset_in_page(addr);
+	u32 n = DIV_ROUND_UP(off + len, PAGE_SIZE);
+	size_t left;
+	u32 i;
+
+	if (n > map->max_pages) {
+		n = map->max_pages;
+		len = (size_t)n * PAGE_SIZE - off;
+	}
+	if (user) {
+		int pinned;
+
+		if (sdp_zc_charge(n)) {
+			SDP_INC(SDP_CNT_ZC_FALLBACK_MEMLOCK);
+			ssk->stats.fallback_memlock++;
+			return -ENOMEM;
+		}
+		pinned = pin_user_pages_fast(addr & PAGE_MASK, n,
+					     write ? FOLL_WRITE : 0,
+					     map->pages);
+		if (pinned != (int)n) {
+			if (pinned > 0)
+				unpin_user_pages(map->pages, pinned);
+			sdp_zc_uncharge(n);
+			SDP_INC(SDP_CNT_ZC_FALLBACK_PIN);
+			ssk->stats.fallback_pin++;
+			return -EFAULT;
+		}
+		map->user = true;
+	} else {
+		for (i = 0; i < n; i++) {
+			map->pages[i] = sdp_kaddr_page((void *)((addr & PAGE_MASK) +
+								i * PAGE_SIZE));
+			if (!map->pages[i]) {
+				SDP_INC(SDP_CNT_ZC_FALLBACK_PIN);
+				ssk->stats.fallback_pin++;
+				return -EFAULT;
+			}
+		}
+	}
+	sg_init_table(map->sgl, n);
+	left = len;
+	for (i = 0; i < n; i++) {
+		size_t l = min_t(size_t, PAGE_SIZE - off, left);
+
+		sg_set_page(&map->sgl[i], map->pages[i], l, off);
+		left -= l;
+		off = 0;
+	}
+	map->npages = n;
+	map->len = len;
+	return len;
+}
+
+/*
+ * Pages of a bvec iterator from its current position, as long as they form
+ * one registration (only the first piece may start inside a page, only the
+ * last may end inside one).
+ */
+static int sdp_zc_collect_bvec(struct sdp_sock *ssk, struct sdp_zc_map *map,
+			       const struct iov_iter *iter, size_t max_len)
+{
+	const struct bio_vec *bv = iter->bvec;
+	size_t skip = iter->iov_offset, len = 0;
+	u32 n = 0;
+
+	max_len = min(max_len, iov_iter_count(iter));
+	sg_init_table(map->sgl, map->max_pages);
+	while (len < max_len && n < map->max_pages) {
+		size_t pos = bv->bv_offset + skip;
+		size_t rem = bv->bv_len - skip;
+
+		while (rem && len < max_len && n < map->max_pages) {
+			size_t po = pos % PAGE_SIZE;
+			size_t l = min3(PAGE_SIZE - po, rem, max_len - len);
+
+			if (n && (po || map->sgl[n - 1].offset +
+					map->sgl[n - 1].length != PAGE_SIZE))
+				goto out;
+			sg_set_page(&map->sgl[n++], bv->bv_page + pos / PAGE_SIZE,
+				    l, po);
+			pos += l;
+			rem -= l;
+			len += l;
+		}
+		bv++;
+		skip = 0;
+	}
+out:
+	if (!n)
+		return -EFAULT;
+	sg_mark_end(&map->sgl[n - 1]);
+	map->npages = n;
+	map->len = len;
+	return len;
+}
+
+/* Pages for up to max_len bytes at the iterator's position (not advanced). */
+static int sdp_zc_collect(struct sdp_sock *ssk, struct sdp_zc_map *map,
+			  const struct iov_iter *iter, size_t max_len,
+			  bool write)
+{
+	size_t seg;
+
+	map->npages = 0;
+	map->len = 0;
+	map->user = false;
+	map->dir = write ? DMA_FROM_DEVICE : DMA_TO_DEVICE;
+	if (iter_is_ubuf(iter)) {
+		seg = iov_iter_count(iter);
+		return sdp_zc_collect_virt(ssk, map,
+					   (unsigned long)iter->ubuf + iter->iov_offset,
+					   min(seg, max_len), true, write);
+	}
+	if (iter_is_iovec(iter)) {
+		const struct iovec *iov = sdp_iter_iov(iter);
+
+		seg = min(iov->iov_len - iter->iov_offset, iov_iter_count(iter));
+		return sdp_zc_collect_virt(ssk, map,
+					   (unsigned long)iov->iov_base + iter->iov_offset,
+					   min(seg, max_len), true, write);
+	}
+	if (iov_iter_is_kvec(iter)) {
+		const struct kvec *kv = iter->kvec;
+
+		seg = min(kv->iov_len - iter->iov_offset, iov_iter_count(iter));
+		return sdp_zc_collect_virt(ssk, map,
+					   (unsigned long)kv->iov_base + iter->iov_offset,
+					   min(seg, max_len), false, write);
+	}
+	if (iov_iter_is_bvec(iter))
+		return sdp_zc_collect_bvec(ssk, map, iter, max_len);
+	SDP_INC(SDP_CNT_ZC_FALLBACK_PIN);
+	ssk->stats.fallback_pin++;
+	return -EOPNOTSUPP;
+}
+
+/*
+ * Give the pages back.  A registered transfer (`registered`) whose mapping
+ * is gone was taken over by teardown (the connection died on the way):
+ * wait for teardown to have unmapped, since until then the QP may exist
+ * and the device may still touch the pages.  Socket lock held; dropped for
+ * that wait.
+ */
+static void sdp_zc_release(struct sock *sk, struct sdp_zc_map *map,
+			   bool registered)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	if (map->mapped) {
+		ib_dma_unmap_sg(ssk->pd->device, map->sgl, map->npages,
+				map->dir);
+		map->mapped = false;
+	} else if (registered) {
+		release_sock(sk);
+		mutex_lock(&ssk->res_lock);
+		mutex_unlock(&ssk->res_lock);
+		lock_sock(sk);
+	}
+	if (map->user) {
+		if (map->dir == DMA_FROM_DEVICE)
+			unpin_user_pages_dirty_lock(map->pages, map->npages, true);
+		else
+			unpin_user_pages(map->pages, map->npages);
+		sdp_zc_uncharge(map->npages);
+		map->user = false;
+	}
+	map->npages = 0;
+	map->len = 0;
+}
+
+/* ---- registration and work requests ------------------------------------------ */
+
+/*
+ * DMA-map the pages and prepare the REG_MR with a fresh key; the caller
+ * sets reg->access.  On failure nothing stays mapped.
+ */
+static int sdp_zc_register(struct sock *sk, struct sdp_zc_map *map,
+			   struct ib_reg_wr *reg)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct ib_mr *mr = ssk->zc_mr[map->which];
+	int nents, n;
+
+	nents = ib_dma_map_sg(ssk->pd->device, map->sgl, map->npages,
+			      map->dir);
+	if (nents <= 0)
+		goto fail;
+	map->mapped = true;
+	map->reg_posted = false;
+	map->inv_done = false;
+	map->wc_status = IB_WC_SUCCESS;
+	/* Testing the fallback (net.sdp.zcopy_fail_reg): after the mapping,
+	 * so the whole unwinding runs.
+	 */
+	if (READ_ONCE(sysctl_sdp_zcopy_fail_reg))
+		goto fail;
+	n = ib_map_mr_sg(mr, map->sgl, nents, NULL, PAGE_SIZE);
+	if (n != nents)
+		goto fail;
+	ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey));
+	memset(reg, 0, sizeof(*reg));
+	reg->wr.opcode = IB_WR_REG_MR;
+	reg->wr.wr_id = SDP_WR_ID(SDP_WR_ZC, SDP_ZC_WR_REG | map->which);
+	reg->mr = mr;
+	reg->key = mr->rkey;
+	return 0;
+fail:
+	if (map->mapped) {
+		ib_dma_unmap_sg(ssk->pd->device, map->sgl, map->npages,
+				map->dir);
+		map->mapped = false;
+	}
+	SDP_INC(SDP_CNT_ZC_REG_FAILURES);
+	SDP_INC(SDP_CNT_ZC_FALLBACK_REG);
+	ssk->stats.fallback_reg++;
+	return -EIO;
+}
+
+static void sdp_zc_inv_wr(struct sdp_sock *ssk, struct sdp_zc_map *map,
+			  struct ib_send_wr *inv)
+{
+	memset(inv, 0, sizeof(*inv));
+	inv->opcode = IB_WR_LOCAL_INV;
+	inv->wr_id = SDP_WR_ID(SDP_WR_ZC, SDP_ZC_WR_INV | map->which);
+	/* After the RDMA Read that precedes it has placed its data. */
+	inv->send_flags = IB_SEND_SIGNALED | IB_SEND_FENCE;
+	inv->ex.invalidate_rkey = ssk->zc_mr[map->which]->rkey;
+}
+
+/* Post on a live QP, even of a connection being reset (invalidations). */
+static int sdp_zc_post_any(struct sock *sk, struct ib_send_wr *first)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	int err;
+
+	if (!ssk->res_ready || ssk->qp_error)
+		return -EPIPE;
+	err = ib_post_send(ssk->qp, first, NULL);
+
+	if (err) {
+		pr_warn_ratelimited("zero-copy post failed: %d\n", err);
+		ssk->qp_error = true;
+		sdp_set_error(sk, ECONNRESET);
+		sdp_disconnect(ssk);
+	}
+	return err;
+}
+
+/* Post the work requests of a transfer: never on a failed connection. */
+static int sdp_zc_post(struct sock *sk, struct ib_send_wr *first)
+{
+	if (sk->sk_err)
+		return -EPIPE;
+	return sdp_zc_post_any(sk, first);
+}
+
+/* A zero-copy work request completed (socket lock held). */
+void sdp_zc_complete(struct sock *sk, struct ib_wc *wc)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	u32 tag = (u32)wc->wr_id;
+	struct sdp_zc_map *map = &ssk->zc[tag & 1];
+
+	if (wc->status != IB_WC_SUCCESS && map->wc_status == IB_WC_SUCCESS)
+		map->wc_status = wc->status;
+	if ((tag & 0xf00) == SDP_ZC_WR_INV)
+		map->inv_done = true;
+	sdp_zc_wake(sk);
+}
+
+static bool sdp_zc_dead(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	return !READ_ONCE(ssk->res_ready) || READ_ONCE(ssk->qp_error) ||
+	       READ_ONCE(sk->sk_err);
+}
+
+/* The QP is gone or in the error state: it moves no more data. */
+static bool sdp_zc_qp_down(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	return !READ_ONCE(ssk->res_ready) || READ_ONCE(ssk->qp_error);
+}
+
+/*
+ * Wait, ignoring signals, at most net.sdp.zcopy_cancel_ms for `cond` or
+ * `stop`.  For waits that must end before the buffer may be given back:
+ * the invalidation, the peer's answer to a cancel.  Evaluates to whether
+ * cond or stop became true in time.
+ */
+#define sdp_zc_wait_ms(sk, cond, stop, ms)				\
+({									\
+	DEFINE_WAIT_FUNC(__wait, woken_wake_function);			\
+	long __t = msecs_to_jiffies(ms);				\
+									\
+	add_wait_queue(sk_sleep(sk), &__wait);				\
+	while (!(cond) && !(stop) && __t) {				\
+		release_sock(sk);					\
+		__t = wait_woken(&__wait, TASK_UNINTERRUPTIBLE, __t);	\
+		lock_sock(sk);						\
+	}								\
+	remove_wait_queue(sk_sleep(sk), &__wait);			\
+	(cond) || (stop);						\
+})
+#define sdp_zc_wait_bounded(sk, cond, stop)				\
+	sdp_zc_wait_ms(sk, cond, stop, READ_ONCE(sysctl_sdp_zcopy_cancel_ms))
+
+/* A connection being reset waits this long for its invalidation. */
+#define SDP_ZC_RESET_INV_MS 200
+
+/*
+ * The peer did not answer in time, or the invalidation never completed:
+ * the transfer cannot be ended cleanly, so the connection is.
+ */
+static void sdp_zc_give_up(struct sock *sk, const char *what)
+{
+	pr_warn_ratelimited("zero copy: %s timed out; resetting the connection\n",
+			    what);
+	SDP_INC(SDP_CNT_ZC_TIMEOUTS);
+	sdp_abort(sk);
+	sdp_set_error(sk, ECONNRESET);
+}
+
+/*
+ * A registration whose key the peer may still use could not be
+ * invalidated: put the QP in the error state, where it answers no RDMA at
+ * all, before the pages go back.  The connection ends with it.
+ */
+static void sdp_zc_kill_qp(struct sock *sk, bool reset)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+
+	if (ssk->qp && ib_modify_qp(ssk->qp, &attr, IB_QP_STATE))
+		pr_warn_ratelimited("zero copy: cannot stop the QP\n");
+	ssk->qp_error = true;
+	if (reset && !sk->sk_err)
+		sdp_set_error(sk, ECONNRESET);
+	sdp_disconnect(ssk);
+}
+
+/*
+ * Invalidate the key and give the pages back.  Also on a connection that
+ * failed or is being reset: as long as its QP exists the peer could still
+ * use the key, so the invalidation, or stopping the QP, comes before the
+ * pages go.  Returns whether the key was invalidated cleanly.
+ */
+static bool sdp_zc_finish(struct sock *sk, struct sdp_zc_map *map)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	bool ok = false;
+
+	if (!map->reg_posted) {
+		/* The device never had the key. */
+		sdp_zc_release(sk, map, true);
+		return true;
+	}
+	/*
+	 * A connection being reset (sk_err) may never complete another work
+	 * request (its AbortConn can be stuck in RNR retries): it waits only
+	 * briefly, then its QP is stopped rather than waited behind.
+	 */
+	if (map->mapped && !sdp_zc_qp_down(sk)) {
+		struct ib_send_wr inv;
+		unsigned int ms = sk->sk_err ? SDP_ZC_RESET_INV_MS :
+				  READ_ONCE(sysctl_sdp_zcopy_cancel_ms);
+
+		sdp_zc_inv_wr(ssk, map, &inv);
+		if (!sdp_zc_post_any(sk, &inv) &&
+		    sdp_zc_wait_ms(sk, map->inv_done, sdp_zc_qp_down(sk), ms))
+			ok = map->inv_done && map->wc_status == IB_WC_SUCCESS;
+	}
+	/*
+	 * Still ours (teardown did not take it) and not cleanly invalidated:
+	 * make sure the QP is in the error state.  If it went there by itself
+	 * (a flush, the disconnect of a connection that ended normally) that
+	 * is no error of this transfer.
+	 */
+	if (!ok && map->mapped && ssk->res_ready) {
+		if (!ssk->qp_error && !sk->sk_err)
+			SDP_INC(SDP_CNT_ZC_TIMEOUTS);
+		sdp_zc_kill_qp(sk, !ssk->qp_error);
+	}
+	sdp_zc_release(sk, map, true);
+	return ok;
+}
+
+/* ---- source side ---------------------------------------------------------------- */
+
+static bool sdp_zc_src_ended(struct sdp_sock *ssk)
+{
+	struct sdp_core_zc_status st;
+
+	sdp_zc_query(ssk, &st);
+	return st.src_state == SDP_ZC_DONE;
+}
+
+static bool sdp_zc_can_offer(struct sdp_sock *ssk)
+{
+	struct sdp_ring *ctl = &ssk->ctl;
+
+	return sdp_core_tx_credits(&ssk->core) > 2 &&
+	       ctl->post - ctl->done < ctl->count;
+}
+
+static bool sdp_zc_wr_compl_posted(struct sdp_sock *ssk)
+{
+	struct sdp_core_zc_status st;
+
+	sdp_zc_query(ssk, &st);
+	return !st.wr_compl_pending;
+}
+
+/*
+ * Wait (interruptibly, for the send timeout) until the transmit side may
+ * start a zero-copy transfer: no other transfer, nothing queued ahead (the
+ * offered bytes come after it).
+ */
+static int sdp_zc_wait_tx_ready(struct sock *sk, long *timeo)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	for (;;) {
+		DEFINE_WAIT_FUNC(wait, woken_wake_function);
+
+		if (sdp_zc_dead(sk) || (sk->sk_shutdown & SEND_SHUTDOWN))
+			return -EPIPE;
+		sdp_push(sk, SDP_TXO_PUSH);
+		if (!ssk->tx_busy && ssk->tx.post == ssk->tx.tail)
+			return 0;
+		if (!*timeo)
+			return -EAGAIN;
+		if (signal_pending(current))
+			return sock_intr_errno(*timeo);
+		/* Credits come with messages that wake nobody else. */
+		ssk->zc_credit_wait = true;
+		add_wait_queue(sk_sleep(sk), &wait);
+		sk_wait_event(sk, timeo,
+			      sdp_zc_dead(sk) ||
+			      (!READ_ONCE(ssk->tx_busy) &&
+			       READ_ONCE(ssk->tx.post) == READ_ONCE(ssk->tx.tail)),
+			      &wait);
+		remove_wait_queue(sk_sleep(sk), &wait);
+		ssk->zc_credit_wait = false;
+	}
+}
+
+/* RDMA Write of map's bytes into the peer's SinkAvail (zc), then RdmaWrCompl. */
+static int sdp_zc_write(struct sock *sk, struct sdp_zc_map *map,
+			const struct sdp_core_zc *zc, struct ib_reg_wr *reg)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct ib_mr *mr = ssk->zc_mr[map->which];
+	struct ib_rdma_wr wr = {};
+	struct ib_sge sge = {
+		.addr = mr->iova,
+		.length = zc->len,
+		.lkey = mr->lkey,
+	};
+
+	wr.wr.opcode = IB_WR_RDMA_WRITE;
+	wr.wr.wr_id = SDP_WR_ID(SDP_WR_ZC, SDP_ZC_WR_RDMA | map->which);
+	wr.wr.sg_list = &sge;
+	wr.wr.num_sge = 1;
+	wr.remote_addr = zc->vaddr;
+	wr.rkey = zc->rkey;
+	reg->wr.next = &wr.wr;
+	map->reg_posted = true;
+	if (sdp_zc_post(sk, &reg->wr))
+		return -EPIPE;
+	SDP_INC(SDP_CNT_ZC_RDMA_WRITES);
+	ssk->stats.rdma_writes++;
+	/* The RdmaWrCompl the core now has due goes right behind. */
+	sdp_push(sk, 0);
+	if (!sdp_zc_wait_bounded(sk, sdp_zc_wr_compl_posted(ssk), sdp_zc_dead(sk))) {
+		sdp_zc_give_up(sk, "RdmaWrCompl");
+		return -EPIPE;
+	}
+	return sdp_zc_dead(sk) ? -EPIPE : 0;
+}
+
+/* SrcAvail for map's bytes; wait until the sink read them or stopped. */
+static int sdp_zc_offer(struct sock *sk, struct sdp_zc_map *map,
+			struct ib_reg_wr *reg, long *timeo)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct ib_mr *mr = ssk->zc_mr[map->which];
+	struct sdp_core_zc zc = { .len = map->len, .rkey = mr->rkey,
+				  .vaddr = mr->iova };
+	struct sdp_buf *b = sdp_ring_buf(&ssk->ctl, ssk->ctl.post);
+	int len, err = 0;
+
+	len = sdp_core_tx_src_avail(&ssk->core, b->data, SDP_CTL_BUF_SIZE,
+				    &zc, sdp_posted(ssk));
+	if (len == -SDP_CORE_ETOOBIG)
+		return -ENOBUFS; /* the peer's buffers are too small for it */
+	if (len < 0)
+		return -EPIPE;
+	map->reg_posted = true;
+	if (sdp_post_ctl(sk, &reg->wr, SDP_MID_SRC_AVAIL, len))
+		return -EPIPE;
+	ssk->stats.src_avail_sent++;
+
+	for (;;) {
+		DEFINE_WAIT_FUNC(wait, woken_wake_function);
+
+		if (sdp_zc_src_ended(ssk) || sdp_zc_dead(sk))
+			return err;
+		if (!*timeo || signal_pending(current))
+			break;
+		add_wait_queue(sk_sleep(sk), &wait);
+		sk_wait_event(sk, timeo,
+			      sdp_zc_src_ended(ssk) || sdp_zc_dead(sk), &wait);
+		remove_wait_queue(sk_sleep(sk), &wait);
+	}
+	/*
+	 * A signal or the send timeout: take the offer back.  The sink answers
+	 * with SendSM after reporting what it read; that much was sent.
+	 */
+	err = *timeo ? sock_intr_errno(*timeo) : -EAGAIN;
+	sdp_core_src_cancel(&ssk->core);
+	SDP_INC(SDP_CNT_ZC_CANCELS);
+	sdp_push(sk, 0);
+	if (!sdp_zc_wait_bounded(sk, sdp_zc_src_ended(ssk), sdp_zc_dead(sk)))
+		sdp_zc_give_up(sk, "SrcAvailCancel");
+	return err;
+}
+
+/*
+ * Send the next bytes of msg by zero copy: one registration, by RDMA Write
+ * into the peer's SinkAvail if it advertised one, else by SrcAvail.
+ * Returns 0 after a transfer (*copied advanced by what the peer took; the
+ * iterator too), -ENOBUFS if the rest of this send should go by bcopy
+ * (registration impossible, or the sink asked for it with SendSM), or an
+ * error for the caller to return (signal, timeout, connection gone) after
+ * whatever was sent.
+ */
+int sdp_zc_send(struct sock *sk, struct msghdr *msg, long *timeo,
+		size_t *copied)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct sdp_zc_map *map = &ssk->zc[SDP_ZC_TX];
+	struct sdp_core_zc_status st;
+	struct sdp_core_zc zc;
+	struct ib_reg_wr reg;
+	size_t want;
+	u32 sent = 0;
+	int err;
+
+	err = sdp_zc_wait_tx_ready(sk, timeo);
+	if (err)
+		return err;
+	if (!ssk->zc_max_pages)
+		return -ENOBUFS;
+	/*
+	 * No credit for the SrcAvail (or the RdmaWrCompl): the receiver is
+	 * behind.  This chunk goes by bcopy, where waiting for credits has
+	 * its rules (the credit requests of the bcopy path); zero copy is
+	 * tried again for the next.
+	 */
+	if (!sdp_zc_can_offer(ssk))
+		return -ENOSPC;
+	ssk->tx_busy = true;
+
+	want = min_t(size_t, msg_data_left(msg), READ_ONCE(sysctl_sdp_zcopy_chunk));
+	want = min_t(size_t, want, SDP_ZC_MAX_LEN);
+	sdp_zc_query(ssk, &st);
+	if (st.psink_usable)
+		want = min_t(size_t, want, st.psink_len);
+	err = -ENOBUFS;
+	if (sdp_zc_collect(ssk, map, &msg->msg_iter, want, false) < 0)
+		goto out;
+	if (sdp_zc_register(sk, map, &reg)) {
+		sdp_zc_release(sk, map, false);
+		goto out;
+	}
+	if (sdp_core_sink_take(&ssk->core, map->len, &zc)) {
+		/* Our key stays local: the peer gives us its buffer. */
+		reg.access = 0;
+		err = sdp_zc_write(sk, map, &zc, &reg);
+		if (!err)
+			sent = zc.len;
+	} else {
+		reg.access = IB_ACCESS_REMOTE_READ;
+		err = sdp_zc_offer(sk, map, &reg, timeo);
+		sdp_zc_query(ssk, &st);
+		sent = st.src_acked;
+		if (!err && st.src_sink_stopped && sent < map->len) {
+			SDP_INC(SDP_CNT_ZC_FALLBACK_SEND_SM);
+			ssk->stats.fallback_send_sm++;
+			err = -ENOBUFS;
+		}
+	}
+	sdp_zc_finish(sk, map);
+	sdp_core_src_release(&ssk->core);
+	if (sent) {
+		iov_iter_advance(&msg->msg_iter, sent);
+		*copied += sent;
+		WRITE_ONCE(ssk->snd_queued, ssk->snd_queued + sent);
+		WRITE_ONCE(ssk->snd_acked, ssk->snd_acked + sent);
+		SDP_ADD(SDP_CNT_ZC_TX_BYTES, sent);
+		SDP_INC(SDP_CNT_ZC_TX_SEGS);
+		ssk->stats.zc_tx_bytes += sent;
+		ssk->stats.tx_bytes += sent;
+		ssk->stats.zc_tx_segs++;
+	}
+	if ((!err || err == -ENOBUFS) && sdp_zc_dead(sk))
+		err = -EPIPE;
+out:
+	ssk->tx_busy = false;
+	sdp_zc_wake(sk);
+	return err;
+}
+
+/* ---- sink side ------------------------------------------------------------------- */
+
+static void sdp_zc_rx_account(struct sock *sk, u32 n)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	WRITE_ONCE(ssk->rcv_nxt, ssk->rcv_nxt + n);
+	WRITE_ONCE(ssk->copied_seq, ssk->copied_seq + n);
+	SDP_ADD(SDP_CNT_ZC_RX_BYTES, n);
+	SDP_INC(SDP_CNT_ZC_RX_SEGS);
+	ssk->stats.zc_rx_bytes += n;
+	ssk->stats.rx_bytes += n;
+	ssk->stats.zc_rx_segs++;
+}
+
+static void sdp_zc_sync_rsa(struct sdp_sock *ssk)
+{
+	struct sdp_core_zc_status st;
+
+	sdp_zc_query(ssk, &st);
+	WRITE_ONCE(ssk->rsa_avail, st.rsa_left);
+}
+
+/*
+ * The next unread bytes are the peer's SrcAvail: RDMA-read up to len -
+ * *copied of them straight into the application's buffer.  MSG_PEEK gives
+ * the offer up instead (SendSM: the source sends the bytes by bcopy), as
+ * does a buffer that cannot be registered.  Returns the bytes read (0 if
+ * none) or a negative errno if the connection failed.
+ */
+int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
+		      int flags, size_t *copied)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct sdp_zc_map *map = &ssk->zc[SDP_ZC_RX];
+	struct sdp_core_zc_status st;
+	struct ib_send_wr inv;
+	struct ib_rdma_wr rd = {};
+	struct ib_reg_wr reg;
+	struct ib_sge sge;
+	struct ib_mr *mr;
+	size_t want;
+	bool ok;
+
+	if (sdp_zc_dead(sk))
+		return -EPIPE;
+	sdp_zc_query(ssk, &st);
+	if (!st.rsa_left || st.rsa_reading || ssk->rx_busy)
+		return 0;
+	if ((flags & MSG_PEEK) || !ssk->zc_max_pages)
+		goto abandon;
+	want = min3((size_t)st.rsa_left, len - *copied,
+		    (size_t)READ_ONCE(sysctl_sdp_zcopy_chunk));
+	if (sdp_zc_collect(ssk, map, &msg->msg_iter, want, true) < 0)
+		goto abandon;
+	if (sdp_zc_register(sk, map, &reg)) {
+		sdp_zc_release(sk, map, false);
+		goto abandon;
+	}
+	reg.access = IB_ACCESS_LOCAL_WRITE;
+	if (sdp_core_rd_start(&ssk->core, map->len)) {
+		sdp_zc_release(sk, map, true);
+		return 0;
+	}
+	ssk->rx_busy = true;
+	mr = ssk->zc_mr[map->which];
+	sge.addr = mr->iova;
+	sge.length = map->len;
+	sge.lkey = mr->lkey;
+	rd.wr.opcode = IB_WR_RDMA_READ;
+	rd.wr.wr_id = SDP_WR_ID(SDP_WR_ZC, SDP_ZC_WR_RDMA | map->which);
+	rd.wr.sg_list = &sge;
+	rd.wr.num_sge = 1;
+	rd.remote_addr = st.rsa_vaddr;
+	rd.rkey = st.rsa_rkey;
+	sdp_zc_inv_wr(ssk, map, &inv);
+	reg.wr.next = &rd.wr;
+	rd.wr.next = &inv;
+	ok = false;
+	map->reg_posted = true;
+	if (!sdp_zc_post(sk, &reg.wr)) {
+		SDP_INC(SDP_CNT_ZC_RDMA_READS);
+		ssk->stats.rdma_reads++;
+		if (!sdp_zc_wait_bounded(sk, map->inv_done, sdp_zc_qp_down(sk)))
+			sdp_zc_give_up(sk, "RDMA Read");
+		ok = map->inv_done && map->wc_status == IB_WC_SUCCESS;
+	}
+	sdp_core_rd_done(&ssk->core, ok ? map->len : 0);
+	want = map->len;
+	/* The read and its invalidation did not both complete: stop the QP
+	 * before the pages go (the read could still land).
+	 */
+	if (!ok && map->mapped && ssk->res_ready)
+		sdp_zc_kill_qp(sk, !ssk->qp_error);
+	sdp_zc_release(sk, map, true);
+	ssk->rx_busy = false;
+	sdp_zc_sync_rsa(ssk);
+	if (ssk->res_ready && !ssk->qp_error)
+		sdp_push(sk, 0); /* RdmaRdCompl */
+	sdp_zc_wake(sk);
+	if (!ok)
+		return -EPIPE;
+	iov_iter_advance(&msg->msg_iter, want);
+	*copied += want;
+	sdp_zc_rx_account(sk, want);
+	return want;
+
+abandon:
+	if (flags & MSG_PEEK) {
+		SDP_INC(SDP_CNT_ZC_FALLBACK_PEEK);
+		ssk->stats.fallback_peek++;
+	}
+	sdp_core_rsa_abandon(&ssk->core);
+	sdp_zc_sync_rsa(ssk);
+	sdp_push(sk, 0); /* SendSM */
+	return 0;
+}
+
+static bool sdp_zc_adv_ended(struct sdp_sock *ssk)
+{
+	struct sdp_core_zc_status st;
+
+	sdp_zc_query(ssk, &st);
+	return st.adv_state == SDP_ZC_DONE;
+}
+
+/*
+ * A blocking receive of a large buffer is about to sleep with nothing to
+ * read: advertise the buffer (SinkAvail) so that a sender can RDMA-write
+ * into it.  Waits like the receive would (timeout, signals) for the write
+ * or for the advertisement to end otherwise (the sender sent bytes another
+ * way; the peer closed).  Returns the bytes written into the buffer, 0 if
+ * nothing was advertised or written (the caller waits or reads normally),
+ * or a negative errno (a signal or the timeout with nothing written).
+ *
+ * Receivers that keep getting their data by bcopy (small writers) stop
+ * advertising for a while: the registration and the extra messages would
+ * only cost them latency.
+ */
+int sdp_zc_recv_advertise(struct sock *sk, struct msghdr *msg, size_t len,
+			  long *timeo, size_t *copied)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct sdp_zc_map *map = &ssk->zc[SDP_ZC_RX];
+	struct sdp_core_zc_status st;
+	struct sdp_core_zc zc;
+	struct ib_reg_wr reg;
+	struct sdp_buf *b;
+	int hdr, err = 0;
+	u32 written;
+
+	if (sdp_zc_dead(sk) || !ssk->zc_max_pages || ssk->rx_busy || !*timeo ||
+	    !sdp_zc_can_offer(ssk) || ssk->rcv_nxt != ssk->copied_seq ||
+	    ssk->urg_state == SDP_URG_VALID)
+		return 0;
+	sdp_zc_query(ssk, &st);
+	if (st.rsa_left || st.adv_state != SDP_ZC_IDLE)
+		return 0;
+	if (ssk->sink_skip) {
+		ssk->sink_skip--;
+		return 0;
+	}
+	if (sdp_zc_collect(ssk, map, &msg->msg_iter,
+			   min3(len - *copied, (size_t)READ_ONCE(sysctl_sdp_zcopy_chunk),
+				(size_t)SDP_ZC_MAX_LEN), true) < 0)
+		return 0;
+	if (sdp_zc_register(sk, map, &reg)) {
+		sdp_zc_release(sk, map, false);
+		return 0;
+	}
+	reg.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
+	zc.len = map->len;
+	zc.rkey = ssk->zc_mr[map->which]->rkey;
+	zc.vaddr = ssk->zc_mr[map->which]->iova;
+	b = sdp_ring_buf(&ssk->ctl, ssk->ctl.post);
+	hdr = sdp_core_tx_sink_avail(&ssk->core, b->data, SDP_CTL_BUF_SIZE, &zc,
+				     sdp_posted(ssk));
+	if (hdr < 0) {
+		sdp_zc_release(sk, map, true);
+		return 0;
+	}
+	ssk->rx_busy = true;
+	map->reg_posted = true;
+	if (sdp_post_ctl(sk, &reg.wr, SDP_MID_SINK_AVAIL, hdr)) {
+		err = -EPIPE;
+		goto done;
+	}
+	ssk->stats.sink_avail_sent++;
+	for (;;) {
+		DEFINE_WAIT_FUNC(wait, woken_wake_function);
+
+		if (sdp_zc_adv_ended(ssk) || sdp_zc_dead(sk))
+			break;
+		if (!*timeo || signal_pending(current) ||
+		    (sk->sk_shutdown & RCV_SHUTDOWN)) {
+			/* Take the buffer back; the source answers after
+			 * finishing a write it started.  shutdown(SHUT_RD)
+			 * ends the wait as it ends any receive's.
+			 */
+			if (!(sk->sk_shutdown & RCV_SHUTDOWN))
+				err = *timeo ? sock_intr_errno(*timeo) : -EAGAIN;
+			sdp_core_adv_cancel(&ssk->core);
+			SDP_INC(SDP_CNT_ZC_CANCELS);
+			sdp_push(sk, 0);
+			if (!sdp_zc_wait_bounded(sk, sdp_zc_adv_ended(ssk),
+						 sdp_zc_dead(sk)))
+				sdp_zc_give_up(sk, "SinkAvailCancel");
+			break;
+		}
+		add_wait_queue(sk_sleep(sk), &wait);
+		sk_wait_event(sk, timeo,
+			      sdp_zc_adv_ended(ssk) || sdp_zc_dead(sk) ||
+			      (READ_ONCE(sk->sk_shutdown) & RCV_SHUTDOWN), &wait);
+		remove_wait_queue(sk_sleep(sk), &wait);
+	}
+done:
+	sdp_zc_finish(sk, map);
+	sdp_zc_query(ssk, &st);
+	written = st.adv_written;
+	sdp_core_adv_release(&ssk->core);
+	ssk->rx_busy = false;
+	sdp_zc_wake(sk);
+	if (written) {
+		ssk->sink_misses = 0;
+		iov_iter_advance(&msg->msg_iter, written);
+		*copied += written;
+		sdp_zc_rx_account(sk, written);
+		return written;
+	}
+	if (ssk->sink_misses < 6)
+		ssk->sink_misses++;
+	ssk->sink_skip = (1u << ssk->sink_misses) - 1;
+	return err;
+}
+
+/*
+ * The peer's offer waits for a reader at most net.sdp.zcopy_sink_wait_ms
+ * without progress.  A sender blocks until its SrcAvail is read, where over
+ * TCP its send would have returned once the bytes were buffered: a receiver
+ * that does not read soon (it is busy, or it is the sender itself, later,
+ * in a single-threaded program) gets the bytes by bcopy instead (SendSM),
+ * and the sender's send returns as TCP's would.
+ */
+static void sdp_zc_grace_arm(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct sdp_core_zc_status st;
+
+	sdp_zc_query(ssk, &st);
+	ssk->rsa_mark = st.rsa_vaddr;
+	sock_hold(sk);
+	if (!mod_delayed_work(sdp_wq, &ssk->zc_grace_work,
+			      msecs_to_jiffies(READ_ONCE(sysctl_sdp_zcopy_sink_wait_ms))))
+		return;
+	sock_put(sk); /* it was pending and held a reference */
+}
+
+void sdp_zc_grace_work(struct work_struct *work)
+{
+	struct sdp_sock *ssk = container_of(to_delayed_work(work),
+					    struct sdp_sock, zc_grace_work);
+	struct sock *sk = &ssk->sk;
+	struct sdp_core_zc_status st;
+
+	lock_sock(sk);
+	if (!ssk->res_ready || ssk->qp_error)
+		goto out;
+	sdp_zc_query(ssk, &st);
+	if (!st.rsa_left)
+		goto out;
+	if (st.rsa_reading || ssk->rx_busy || st.rsa_vaddr != ssk->rsa_mark) {
+		sdp_zc_grace_arm(sk); /* being read: look again later */
+		goto out;
+	}
+	SDP_INC(SDP_CNT_ZC_FALLBACK_NO_READER);
+	ssk->stats.fallback_no_reader++;
+	sdp_core_rsa_abandon(&ssk->core);
+	sdp_zc_sync_rsa(ssk);
+	sdp_push(sk, 0); /* SendSM */
+out:
+	release_sock(sk);
+	sock_put(sk);
+}
+
+/* A zero-copy message arrived (socket lock held, completion context). */
+void sdp_zc_rx_event(struct sock *sk, const struct sdp_core_rx *msg)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	switch (msg->mid) {
+	case SDP_MID_SRC_AVAIL:
+		sdp_zc_sync_rsa(ssk);
+		if (ssk->rsa_avail) {
+			sdp_zc_grace_arm(sk);
+			sk->sk_data_ready(sk);
+		}
+		break;
+	case SDP_MID_SEND_SM:
+		ssk->stats.send_sm_rcvd++;
+		break;
+	case SDP_MID_SRC_AVAIL_CANCEL:
+		sdp_zc_sync_rsa(ssk);
+		break;
+	default:
+		break;
+	}
+	sdp_zc_wake(sk);
+}
