@@ -57,6 +57,9 @@ fi
 grep -q '^sdp ' /proc/modules || insmod "$SDP_MODULE"
 "$build/host/sdp_vm_rdma_tests" --gtest_color=no || status=1
 "$build/host/sdp_vm_zcopy_tests" --gtest_color=no || status=1
+# A userspace SDP peer on libibverbs that breaks the zero-copy rules.
+modprobe -a rdma_ucm ib_uverbs
+"$build/host/sdp_vm_rogue_tests" --gtest_color=no || status=1
 if [ "${SDP_CONFORMANCE-1}" = 1 ]; then
 	for thresh in 65536 4096 0; do
 		echo "tier-socket: conformance with net.sdp.zcopy_thresh=$thresh"
