@@ -55,16 +55,20 @@ userspace: deps $(HOST_BUILD)/build.ninja
 	ninja -C $(HOST_BUILD)
 
 # sparse runs on the C glue of every module build (C=1), warnings are errors.
+# The kernel-consumer test module (tests/kmod) is built with it.
 module: deps
 	scripts/build-module.sh "$(kver)" C=1 CHECK="sparse -Wsparse-error"
+	scripts/build-test-module.sh "$(kver)" C=1 CHECK="sparse -Wsparse-error"
 
 modules: deps
 	@set -e; for k in $(vm_kvers); do \
 		scripts/build-module.sh "$$k" C=1 CHECK="sparse -Wsparse-error"; \
+		scripts/build-test-module.sh "$$k" C=1 CHECK="sparse -Wsparse-error"; \
 	done
 
 sparse: deps
 	scripts/build-module.sh "$(kver)" C=2 CHECK="sparse -Wsparse-error"
+	scripts/build-test-module.sh "$(kver)" C=2 CHECK="sparse -Wsparse-error"
 
 unit: userspace
 	cd $(HOST_BUILD) && ctest --output-on-failure --timeout 300

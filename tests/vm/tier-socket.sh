@@ -57,6 +57,9 @@ fi
 grep -q '^sdp ' /proc/modules || insmod "$SDP_MODULE"
 "$build/host/sdp_vm_rdma_tests" --gtest_color=no || status=1
 "$build/host/sdp_vm_zcopy_tests" --gtest_color=no || status=1
+# In-kernel consumers: tests/kmod/sdp_kecho.ko (scripts/build-test-module.sh).
+SDP_KECHO_MODULE=$build/kmod-tests/$kver/sdp_kecho.ko \
+	"$build/host/sdp_vm_kconsumer_tests" --gtest_color=no || status=1
 # A userspace SDP peer on libibverbs that breaks the zero-copy rules.
 modprobe -a rdma_ucm ib_uverbs
 "$build/host/sdp_vm_rogue_tests" --gtest_color=no || status=1
