@@ -167,7 +167,8 @@ struct Entry {
 };
 
 constexpr std::string_view kDataPathNames[] = {"tx_bytes",       "rx_bytes",      "tx_inline",
-                                               "credit_updates", "credit_stalls", "nagle_holds"};
+                                               "credit_updates", "credit_stalls", "nagle_holds",
+                                               "cpu_copy_bytes"};
 
 // The messages table, then the data path, connections and other groups, each
 // a section; sections separated by a blank line.  Empty when nothing is shown.
@@ -204,6 +205,7 @@ std::string format_groups(const std::vector<Entry>& entries, bool all, const cha
     // The other groups: one "name value" row per counter, in file order.
     const std::pair<Group, const char*> groups[] = {
         {Group::kDataPath, "Data path"},
+        {Group::kZeroCopy, "Zero copy"},
         {Group::kConnection, "Connections"},
         {Group::kOther, "Other"},
     };
@@ -560,6 +562,8 @@ Group classify(std::string_view name)
                 return Group::kMessage;
         }
     }
+    if (starts_with(name, "zcopy_"))
+        return Group::kZeroCopy;
     if (starts_with(name, "conn_"))
         return Group::kConnection;
     return Group::kOther;

@@ -86,12 +86,12 @@ CounterSet parse_counters(std::string_view text);
 
 // --- counter groups --------------------------------------------------------------
 
-enum class Group { kMessage, kDataPath, kConnection, kOther };
+enum class Group { kMessage, kDataPath, kZeroCopy, kConnection, kOther };
 
 // tx_<msg>/rx_<msg> for a known SDP message: kMessage; tx_bytes, rx_bytes,
-// tx_inline, credit_updates, credit_stalls, nagle_holds: kDataPath; conn_*:
-// kConnection; anything else (including names the tool does not know yet):
-// kOther.
+// tx_inline, credit_updates, credit_stalls, nagle_holds, cpu_copy_bytes:
+// kDataPath; zcopy_*: kZeroCopy; conn_*: kConnection; anything else
+// (including names the tool does not know yet): kOther.
 Group classify(std::string_view name);
 
 // The message names of the tx_/rx_ counters, in protocol (message id) order.

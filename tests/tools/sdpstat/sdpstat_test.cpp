@@ -395,14 +395,16 @@ TEST(Classify, Groups)
         EXPECT_EQ(classify("tx_" + std::string(msg)), Group::kMessage) << msg;
         EXPECT_EQ(classify("rx_" + std::string(msg)), Group::kMessage) << msg;
     }
-    for (const char* name :
-         {"tx_bytes", "rx_bytes", "tx_inline", "credit_updates", "credit_stalls", "nagle_holds"}) {
+    for (const char* name : {"tx_bytes", "rx_bytes", "tx_inline", "credit_updates", "credit_stalls",
+                             "nagle_holds", "cpu_copy_bytes"}) {
         EXPECT_EQ(classify(name), Group::kDataPath) << name;
     }
+    for (const char* name : {"zcopy_tx_bytes", "zcopy_fallback_memlock", "zcopy_rdma_reads"})
+        EXPECT_EQ(classify(name), Group::kZeroCopy) << name;
     for (const char* name : {"conn_err_refused", "conn_active_open", "conn_err_timeout"})
         EXPECT_EQ(classify(name), Group::kConnection) << name;
-    for (const char* name : {"tx_mode_change", "rx_", "tx_datax", "zcopy_fallbacks", "hello",
-                             "rx_inline", "connections", "credit_stall"}) {
+    for (const char* name : {"tx_mode_change", "rx_", "tx_datax", "zcopy", "hello", "rx_inline",
+                             "connections", "credit_stall"}) {
         EXPECT_EQ(classify(name), Group::kOther) << name;
     }
     EXPECT_EQ(message_names().size(), 15U);
@@ -461,11 +463,11 @@ TEST(FormatCounters, GroupsNonzeroOnly)
                                                     "  rx_bytes       1048576\n"
                                                     "  credit_stalls        4\n"
                                                     "\n"
-                                                    "Connections\n"
-                                                    "  conn_err_refused  1\n"
+                                                    "Zero copy\n"
+                                                    "  zcopy_fallbacks  2\n"
                                                     "\n"
-                                                    "Other\n"
-                                                    "  zcopy_fallbacks  2\n");
+                                                    "Connections\n"
+                                                    "  conn_err_refused  1\n");
 }
 
 TEST(FormatCounters, AllIncludesZerosMessagesInProtocolOrder)
