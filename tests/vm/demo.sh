@@ -134,6 +134,15 @@ if ! rmmod sdp 2> "$work/rmmod.log"; then
 fi
 
 mib=$(awk -v b="$sdp_bytes" 'BEGIN { printf "%.0f", b / 1048576 }')
+# How the bytes moved: by RDMA between the applications' buffers (zero
+# copy) or copied by the CPU through the registered rings (bcopy).
+stat_delta() {
+	awk -v n="$1" 'FNR == NR { if ($1 == n) b = $2; next }
+		$1 == n { a = $2 } END { printf "%d", a - b }' \
+		"$work/sdpstats.before" "$work/sdpstats.after" 2> /dev/null || echo 0
+}
+zc_bytes=$(stat_delta zcopy_tx_bytes)
+cpu_bytes=$(stat_delta cpu_copy_bytes)
 cat << EOF
 
 ============================================================================
@@ -143,6 +152,8 @@ cat << EOF
  moved      $sdp_bytes bytes ($mib MiB) in $size-byte send()s
  verified   yes: every byte checked against the sender's pattern
  over RDMA  rxe sent $pkts RoCE packets ($sends RDMA SENDs) during the transfer
+ zero copy  $zc_bytes bytes went by RDMA Read/Write straight between the
+            applications' buffers; the CPU copied $cpu_bytes payload bytes in SDP
  throughput SDP $sdp_mbps MB/s, TCP in the same guest $tcp_mbps MB/s (SDP/TCP $ratio)
             (Soft-RoCE copies in software and TCP here is kernel loopback:
              on RDMA hardware the order flips; compare ratios, see make bench)
@@ -154,7 +165,8 @@ if [ -r "$work/sdpstats.after" ]; then
 fi
 cat << EOF
  read more  README.md, Documentation/design.md (how it works),
-            Documentation/socket-api.md, Documentation/testing.md;
+            Documentation/zcopy.md, Documentation/socket-api.md,
+            Documentation/testing.md;
             make bench: SDP against raw verbs, rsockets and TCP
 ============================================================================
 EOF
