@@ -289,10 +289,14 @@ int Connection::control_due(u32 tx_queued, u16 posted_rx) const
     if (!credits_.may_send_control())
         return 0;
     // Zero-copy answers and completions may take the last credit: the peer
-    // waits for them (a blocked send, a cancel), and they release its
-    // buffers at once, so its credit update follows.
+    // waits for them (a blocked send, a cancel), they answer a message that
+    // brought a fresh advertisement, and they release the peer's buffers at
+    // once, so its credit update follows.  Our own cancels are not answers:
+    // two crossing cancels would spend both sides' last credits and leave
+    // them mute (found by the simulation), so they keep it back.
     const int zc = zc_control_due();
-    if (zc != 0)
+    if (zc != 0 && (credits_.tx_credits() >= 2 ||
+                    (zc != SDP_MID_SRC_AVAIL_CANCEL && zc != SDP_MID_SINK_AVAIL_CANCEL)))
         return zc;
     if ((state_ & SDP_CS_SHUT_REQUESTED) && !(state_ & SDP_CS_DISCONN_SENT) && tx_queued == 0 &&
         !zc_blocks_data())

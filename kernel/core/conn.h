@@ -93,6 +93,7 @@ class Connection {
         bool usable;
     };
     int zc_rx(const wire::Message& msg, sdp_core_rx* out);
+    int send_offer(wire::Message* msg, u8* hdr, u32 size, u16 posted_rx);
     int zc_tx_build(wire::Message* msg);
     int zc_control_due() const;
     bool zc_blocks_data() const;

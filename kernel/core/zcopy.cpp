@@ -80,6 +80,24 @@ bool Connection::zc_fits() const
     return peer_rcv_size_ >= SDP_SINK_AVAIL_SIZE && rx_buf_size_ >= SDP_RDMA_COMPL_SIZE;
 }
 
+// Stamp and encode a SrcAvail or SinkAvail (msg's extra header filled in).
+// Checked before anything is accounted: a failure spends nothing.
+int Connection::send_offer(wire::Message* msg, u8* hdr, u32 size, u16 posted_rx)
+{
+    if (size < wire::header_size(msg->bsdh.mid))
+        return -SDP_CORE_ENOROOM;
+    credits_.stamp_send(&msg->bsdh, posted_rx);
+    ack_owed_ = false;
+    ack_requested_ = false;
+    usize written = 0;
+    if (wire::encode_header(*msg, hdr, size, &written) != wire::EncodeError::kNone)
+        return -SDP_CORE_ENOROOM;
+    sends_in_flight_++;
+    if (sends_since_payload_ != 0xffffffffu)
+        sends_since_payload_++;
+    return static_cast<int>(written);
+}
+
 int Connection::tx_src_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 posted_rx)
 {
     if (!zc_fits())
@@ -93,20 +111,12 @@ int Connection::tx_src_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 poste
     wire::Message msg{};
     msg.bsdh.mid = wire::Mid::kSrcAvail;
     msg.src_avail = {zc.len, zc.rkey, zc.vaddr};
-    if (size < SDP_SRC_AVAIL_HDR_SIZE)
-        return -SDP_CORE_ENOROOM;
-    credits_.stamp_send(&msg.bsdh, posted_rx);
-    ack_owed_ = false;
-    ack_requested_ = false;
-    usize written = 0;
-    if (wire::encode_header(msg, hdr, size, &written) != wire::EncodeError::kNone)
-        return -SDP_CORE_ENOROOM;
-    src_ = OwnSrcAvail{msg.bsdh.mseq, zc.len, 0, 0, Zc::kActive, false};
-    data_sent(msg.bsdh.mseq);
-    sends_in_flight_++;
-    if (sends_since_payload_ != 0xffffffffu)
-        sends_since_payload_++;
-    return static_cast<int>(written);
+    const int written = send_offer(&msg, hdr, size, posted_rx);
+    if (written > 0) {
+        src_ = OwnSrcAvail{msg.bsdh.mseq, zc.len, 0, 0, Zc::kActive, false};
+        data_sent(msg.bsdh.mseq);
+    }
+    return written;
 }
 
 void Connection::src_cancel()
@@ -184,22 +194,13 @@ int Connection::tx_sink_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 post
         return -SDP_CORE_ESTATE;
     if (!valid_offer(zc.len, zc.vaddr))
         return -SDP_CORE_EPROTO;
-    if (size < SDP_SINK_AVAIL_SIZE)
-        return -SDP_CORE_ENOROOM;
     wire::Message msg{};
     msg.bsdh.mid = wire::Mid::kSinkAvail;
     msg.sink_avail = {zc.len, zc.rkey, zc.vaddr, 0};
-    credits_.stamp_send(&msg.bsdh, posted_rx);
-    ack_owed_ = false;
-    ack_requested_ = false;
-    usize written = 0;
-    if (wire::encode_header(msg, hdr, size, &written) != wire::EncodeError::kNone)
-        return -SDP_CORE_ENOROOM;
-    adv_ = OwnSinkAvail{msg.bsdh.mseq, zc.len, 0, Zc::kActive};
-    sends_in_flight_++;
-    if (sends_since_payload_ != 0xffffffffu)
-        sends_since_payload_++;
-    return static_cast<int>(written);
+    const int written = send_offer(&msg, hdr, size, posted_rx);
+    if (written > 0)
+        adv_ = OwnSinkAvail{msg.bsdh.mseq, zc.len, 0, Zc::kActive};
+    return written;
 }
 
 void Connection::adv_cancel()

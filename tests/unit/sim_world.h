@@ -42,6 +42,53 @@
 // interleave on both sides in every order the hardware allows.  Send
 // completions come in posting order (one send queue for both rings).
 //
+// Zero copy (SideConfig::zcopy_thresh), as the glue uses it (kernel/
+// sdp_tx.c sdp_sendmsg, sdp_zcopy.c):
+//   source        a write() of at least zcopy_thresh bytes blocks in
+//                 chunks of at most zcopy_chunk (sdp_zc_send): queued
+//                 segments are pushed first (the chunk waits while any is
+//                 queued).  Then, with no credit for a SrcAvail (core
+//                 credits at the reserve) or no room on the control ring,
+//                 ONE chunk goes by bcopy instead (normal segments, the
+//                 bcopy path's credit rules; the glue's bcopy_budget: whole
+//                 segment fills until zcopy_chunk bytes are copied) and zero
+//                 copy is tried again for the next.  Else a usable SinkAvail
+//                 of the peer (sdp_core_sink_take) is filled by an RDMA
+//                 Write, whose RdmaWrCompl control_due() returns, or a
+//                 SrcAvail goes and the writer sleeps until the core says
+//                 SDP_ZC_DONE (src_acked bytes delivered; after a SendSM the
+//                 rest of the write goes by bcopy).  A SrcAvail the core
+//                 refuses with ETOOBIG (receive buffers too small for zero-
+//                 copy messages) turns the rest of the write to bcopy, and
+//                 so does a rest shorter than zcopy_thresh.  A signal may
+//                 interrupt the sleep: sdp_core_src_cancel(), wait for DONE,
+//                 and the write returns what was delivered (the application
+//                 writes the rest later: the stream is the same).
+//   sink          a reader with nothing unread reads the peer's SrcAvail by
+//                 RDMA Read (rd_start, a later completion event, rd_done),
+//                 or abandons it (MSG_PEEK: SendSM, the bytes then come by
+//                 bcopy).  An offer nobody reads (the reader is not in the
+//                 middle of reading it) may be given up by the grace timer
+//                 (net.sdp.zcopy_sink_wait_ms: rsa_abandon, SendSM;
+//                 Weights::grace).  A reader about to block for at least
+//                 zcopy_thresh bytes may advertise its buffer (SinkAvail)
+//                 and sleep until the advertisement is DONE (written into,
+//                 or ended by the peer's stream bytes or DisConn), or cancel
+//                 it on a signal.  set_reader_waiting() tells the core
+//                 whether the reader is in recv() (the send/send deadlock
+//                 rule); write_all_before_read keeps it out until its own
+//                 writes are done or blocked on anything but its SrcAvail.
+//   wire          SrcAvail and SinkAvail spend a credit like data and go on
+//                 the control ring; an RDMA Write is ordered with the SENDs
+//                 of its side (its bytes land in the advertised buffer when
+//                 it arrives, before the RdmaWrCompl behind it), consumes no
+//                 receive buffer and completes in send-queue order.
+// The model keeps its own account of every registration (key, range, live
+// from registration until the owner sees DONE) and of every offer and
+// advertisement as decoded from the wire, and checks each RDMA access, each
+// zero-copy message and each answer against it (see the zero-copy section
+// below).
+//
 // Each step picks one enabled event at random (seeded PRNG).  Every property
 // the credit scheme promises is checked on the fly; the first violation stops
 // the run with a state dump and the last events (Result::error).
@@ -129,6 +176,28 @@ struct SideConfig {
     // many freed buffers (0: off).
     unsigned overstate_posted = 0;
     unsigned leak_every = 0;
+    // ... and a zero-copy writer that neither pushes nor waits for the
+    // segments queued ahead of its chunk.
+    bool zcopy_skip_flush = false;
+    // Zero copy (0: off): writes of at least this many bytes (a blocking
+    // writer) go by SrcAvail or into the peer's SinkAvail, in chunks of at
+    // most zcopy_chunk bytes.  The reader reads the peer's SrcAvails in any
+    // case (the sink side needs no threshold).
+    unsigned zcopy_thresh = 0;
+    unsigned zcopy_chunk = 65536;
+    // A reader about to block advertises its buffer (SinkAvail) for a read
+    // of zcopy_thresh to max_read bytes.
+    bool sink_avail = false;
+    // ... also after its own shutdown(SHUT_WR), as the glue does (a
+    // half-closed socket still reads).
+    bool sink_avail_after_shut = true;
+    // Weights::signal interrupts this side's reader asleep on its SinkAvail
+    // too (else only its writer).
+    bool reader_signals = true;
+    unsigned peek_per_mille = 0; // a read meeting a SrcAvail is MSG_PEEK: SendSM
+    // The reader starts only once the writer is done, or blocked on anything
+    // but its own SrcAvail (the send/send deadlock scenario).
+    bool write_all_before_read = false;
 };
 
 // Relative frequency of each kind of event (0: only when nothing else can
@@ -142,6 +211,12 @@ struct Weights {
     unsigned cork = 2;      // TCP_CORK set / cleared
     unsigned shutdown = 5;  // once everything is written
     unsigned ack_timer = 3; // the delayed-ack timer of a side fires (when armed)
+    // A writer or reader asleep in a zero-copy transfer is interrupted (0:
+    // never, not "when nothing else can happen": that would hide deadlocks).
+    unsigned signal = 0;
+    // The sink's grace timer gives up an offer nobody is reading (0: never,
+    // for the same reason).
+    unsigned grace = 0;
 };
 
 struct SideStats {
@@ -154,6 +229,27 @@ struct SideStats {
     std::size_t urgent_sent = 0;
     std::size_t coalesced = 0;     // messages received into the previous unread buffer
     std::size_t stuck_rx_bufs = 0; // most freed slots waiting behind unread data
+    // zero copy
+    std::size_t src_avails = 0;   // SrcAvails posted
+    std::size_t sink_avails = 0;  // SinkAvails posted
+    std::size_t rdma_reads = 0;   // RDMA Reads completed by this side's reader
+    std::size_t read_bytes = 0;   // ... and their bytes
+    std::size_t rdma_writes = 0;  // RDMA Writes posted by this side's writer
+    std::size_t write_bytes = 0;  // ... and their bytes
+    std::size_t send_sms = 0;     // SendSMs posted
+    std::size_t deadlock_sms = 0; // SrcAvails refused by the send/send deadlock rule
+    std::size_t peeks = 0;        // SrcAvails abandoned for MSG_PEEK
+    std::size_t src_cancels = 0;  // SrcAvailCancels posted
+    std::size_t sink_cancels = 0; // SinkAvailCancels posted
+    std::size_t adv_unused = 0;   // advertisements that ended with nothing written
+    std::size_t bcopy_chunks = 0; // chunks of zero-copy writes sent by bcopy for want of credits
+    std::size_t chunk_bytes = 0;  // ... and their bytes
+    std::size_t too_big = 0;      // zero-copy writes turned to bcopy by ETOOBIG
+    std::size_t grace_sms = 0;    // offers given up by the grace timer
+    std::size_t last_credit = 0;  // zero-copy control messages sent with the last credit
+    std::size_t late_sinks = 0;   // SinkAvails posted after our own DisConn
+    std::size_t overtaken = 0;    // cancelled advertisements ended by stream bytes or DisConn
+    std::size_t stale_acks = 0;   // SinkCancelAcks that came after that (answering nothing)
 };
 
 struct Result {
@@ -172,6 +268,8 @@ class World {
         sides_[1].cfg = b;
         sides_[0].name = "A";
         sides_[1].name = "B";
+        // Only a side with a threshold makes SrcAvails (and SinkAvails).
+        zc_ = a.zcopy_thresh > 0 || b.zcopy_thresh > 0;
     }
 
     // Run until both sides have read everything and seen EOF and the wire is
@@ -221,13 +319,65 @@ class World {
         Bytes data;
         bool urgent = false; // ends at an urgent byte: nothing may be appended
     };
-    enum class Ring : unsigned char { kTx, kCtl };
+    // kRdma: an RDMA Write (no ring buffer, no receive buffer at the peer).
+    enum class Ring : unsigned char { kTx, kCtl, kRdma };
     enum class SendState : unsigned char { kOnWire, kArrived, kAcked };
     struct Sent {
         Ring ring;
         unsigned mid;
         unsigned payload;
         SendState state;
+    };
+    // What travels on the wire: a SEND, or an RDMA Write of stream bytes
+    // [off, off + len) of the writer into (rkey, vaddr) at the peer.
+    struct WireMsg {
+        Bytes msg;
+        unsigned long long vaddr = 0;
+        std::size_t off = 0;
+        unsigned rkey = 0;
+        unsigned len = 0;
+        bool rdma = false;
+    };
+    // A registration as its owner made it: live from registration until the
+    // owner sees the transfer DONE (then it invalidates the key).  Source:
+    // stream bytes [off, off + len) at vaddr; done = bytes RDMA-read.
+    // Sink: the reader's buffer for stream bytes from off; done = bytes
+    // landed there, buf their content.
+    struct Reg {
+        Bytes buf;
+        unsigned long long vaddr = 0;
+        std::size_t off = 0;
+        unsigned rkey = 0;
+        unsigned len = 0;
+        unsigned done = 0;
+        bool live = false;
+    };
+    // The other side's SrcAvail or SinkAvail as decoded from the wire, and
+    // what became of it.  Offer (we are its sink): read = bytes RDMA-read,
+    // stopped = we may read no more (cancel received, abandoned, refused),
+    // off = its stream offset.  Advertisement (we are its source): stopped
+    // = SinkAvailCancel received, used = written into.
+    struct Peer {
+        unsigned long long vaddr = 0;
+        std::size_t off = 0;
+        unsigned rkey = 0;
+        unsigned len = 0;
+        unsigned read = 0;
+        bool present = false;
+        bool stopped = false;
+        bool used = false;
+    };
+    // A blocking write() going by zero copy, one chunk at a time.
+    enum class ZcPhase : unsigned char {
+        kFlush, // queued segments go first, then an RDMA Write or a SrcAvail
+        kWrite, // our RDMA Write is posted: wait for its completion
+        kSrc,   // our SrcAvail is out: asleep until DONE
+    };
+    // The reader inside recv(), between events.
+    enum class RdState : unsigned char {
+        kIdle,
+        kReading, // an RDMA Read of the peer's SrcAvail is in progress
+        kAdv,     // asleep on its SinkAvail until DONE
     };
     // kConsumed: the slot's buffer is back on the free list (its message had
     // no payload, or the reader consumed it); the slot is reused once every
@@ -269,6 +419,42 @@ class World {
         unsigned n_hw = 0;   // posted and empty
         unsigned n_held = 0; // buffers holding payload not read yet
         unsigned leaked = 0; // leak_every
+        // zero copy, source: a write() in progress up to zw_end; after a
+        // SendSM (or ETOOBIG, or with less than zcopy_thresh left) the rest
+        // of it goes by bcopy, up to bcopy_end; with bcopy_budget set only
+        // that much (short of credits), then zero copy again
+        Reg src;
+        Peer padv; // the peer's SinkAvail
+        std::size_t zw_end = 0;
+        std::size_t bcopy_end = 0;
+        std::size_t bcopy_budget = 0;
+        unsigned wr_unreported = 0; // RDMA-written, RdmaWrCompl not posted
+        unsigned acks_owed = 0;     // SinkAvailCancels not answered yet
+        ZcPhase zw_phase = ZcPhase::kFlush;
+        bool zw_active = false;
+        bool zw_completed = false; // kWrite: the RDMA Write completed
+        bool zw_cancelled = false; // kSrc: interrupted, SrcAvailCancel
+        bool zw_sm = false;        // kSrc: a SendSM about it arrived
+        bool zw_done = false;      // kSrc: DONE seen, key invalidated
+        // zero copy, sink
+        Reg sink;
+        Peer offer; // the peer's SrcAvail
+        unsigned long long rd_vaddr = 0;
+        std::size_t rx_stream = 0;       // stream bytes received, every path
+        std::size_t adv_miss = kUnknown; // rx_stream when an advertisement ended unused
+        unsigned rd_rkey = 0;
+        unsigned rd_len = 0;
+        unsigned rd_unreported = 0; // RDMA-read, RdmaRdCompl not posted
+        unsigned sms_owed = 0;      // SrcAvailCancels not answered yet
+        // Our SinkAvailCancels whose SinkCancelAck may still come (the
+        // peer got them before its DisConn, or has not got them yet).
+        unsigned acks_awaited = 0;
+        RdState rd = RdState::kIdle;
+        bool adv_cancelled = false;
+        bool adv_done = false;  // DONE seen, key invalidated
+        bool adv_acked = false; // its SinkCancelAck came
+        bool reader_started = false;
+        bool reader_waiting = false; // as last told to the core
         bool shut = false;
         bool ack_timer = false; // delayed-ack timer armed (sdp_arm_ack_timer)
         bool corked = false;
@@ -287,7 +473,13 @@ class World {
         kUncork,
         kShutdown,
         kAckTimer,
-        kPost, // not an event: traced when a SEND is posted
+        kZcWrite, // a writer blocked in a zero-copy write() goes on
+        kSignal,  // ... or a zero-copy writer or reader is interrupted
+        kAdvWake, // the reader's SinkAvail is DONE
+        kGrace,   // the grace timer gives up an offer nobody reads
+        kRdDone,  // an RDMA Read completes
+        kPost,    // not an event: traced when a SEND is posted
+        kRdma,    // not an event: traced when an RDMA Write is posted
         kCount
     };
     struct Trace {
@@ -302,8 +494,10 @@ class World {
 
     static const char* ev_name(Ev e)
     {
-        static const char* const kNames[] = {"write", "read",   "arrive",   "ack",       "poll",
-                                             "cork",  "uncork", "shutdown", "ack-timer", "post"};
+        static const char* const kNames[] = {"write",     "read",     "arrive", "ack",
+                                             "poll",      "cork",     "uncork", "shutdown",
+                                             "ack-timer", "zc-write", "signal", "adv-wake",
+                                             "grace",     "rd-done",  "post",   "rdma-write"};
         return kNames[static_cast<unsigned>(e)];
     }
 
@@ -332,7 +526,7 @@ class World {
     {
         std::size_t p = 0;
         for (const Side& d : sides_) {
-            p += d.written + d.data_posted + d.got.size();
+            p += d.written + d.data_posted + d.got.size() + d.rx_stream;
             for (bool flag : {d.disconn_posted, d.disconn_rcvd, d.eof, d.shut})
                 p += flag ? 1 : 0;
         }
@@ -342,13 +536,13 @@ class World {
     Side& me(int s) { return sides_[s]; }
     Side& peer(int s) { return sides_[1 - s]; }
 
-    std::deque<Bytes>& wire(int s) { return wire_[s]; }
+    std::deque<WireMsg>& wire(int s) { return wire_[s]; }
 
     // What the core must never exceed: the peer's empty posted buffers minus
     // our messages already on their way to them.
     long true_credits(int s) const
     {
-        return static_cast<long>(sides_[1 - s].n_hw) - static_cast<long>(wire_[s].size());
+        return static_cast<long>(sides_[1 - s].n_hw) - static_cast<long>(sends_on_wire_[s]);
     }
 
     // The glue's posted_rx: posted and not completed (sdp_rx_posted).
@@ -438,13 +632,33 @@ class World {
         const Side& d = sides_[s];
         switch (ev) {
         case Ev::kWrite:
-            return !d.shut && pending(d) > 0 && write_room(d) > 0;
+            // A blocking writer with a big write starts it whatever the
+            // ring holds (zero copy); the parts of one that go by bcopy go
+            // when there is room.
+            return !d.shut && !d.zw_active && pending(d) > 0 &&
+                   (write_room(d) > 0 ||
+                    (zcopy_writer(d) && d.bcopy_end <= d.written &&
+                     pending(d) >= d.cfg.zcopy_thresh && d.cfg.max_write >= d.cfg.zcopy_thresh));
         case Ev::kShutdown:
-            return !d.shut && d.written == d.limit && (!d.cfg.cork_until_eof || d.eof);
-        case Ev::kRead:
+            return !d.shut && !d.zw_active && d.written == d.limit &&
+                   (!d.cfg.cork_until_eof || d.eof);
+        case Ev::kRead: {
             // An echo server reads only with nothing left to write back.
-            return d.paused == 0 && (!d.cfg.echo || pending(d) == 0) &&
-                   (d.unread > 0 || (d.disconn_rcvd && !d.eof));
+            if (d.rd != RdState::kIdle || !reader_active(d))
+                return false;
+            return d.unread > 0 || (d.disconn_rcvd && !d.eof) ||
+                   (d.offer.present && zc_readable(d)) || may_advertise(s);
+        }
+        case Ev::kZcWrite:
+            return d.zw_active && zc_writer_may_go(s);
+        case Ev::kSignal:
+            return w_.signal > 0 && (d.zw_active || d.rd == RdState::kAdv) && zc_interruptible(d);
+        case Ev::kAdvWake:
+            return d.rd == RdState::kAdv && zc_adv_done(d);
+        case Ev::kGrace:
+            return w_.grace > 0 && d.rd == RdState::kIdle && zc_readable(d);
+        case Ev::kRdDone:
+            return d.rd == RdState::kReading;
         case Ev::kArrive:
             return !wire_[s].empty();
         case Ev::kAck:
@@ -457,9 +671,9 @@ class World {
         // Only between writes: an application blocked in write() (the ring
         // full of full segments, which cork does not hold) cannot toggle.
         case Ev::kCork:
-            return d.cfg.cork && !d.corked && enabled(Ev::kWrite, s);
+            return d.cfg.cork && !d.corked && d.bcopy_end <= d.written && enabled(Ev::kWrite, s);
         case Ev::kUncork:
-            return d.corked &&
+            return d.corked && d.bcopy_end <= d.written &&
                    (d.cfg.cork_until_eof ? d.eof : enabled(Ev::kWrite, s) || d.written == d.limit);
         default:
             return false;
@@ -486,6 +700,16 @@ class World {
             return w_.shutdown;
         case Ev::kAckTimer:
             return w_.ack_timer;
+        case Ev::kZcWrite:
+            return std::max(w_.write, 1u);
+        case Ev::kAdvWake:
+            return std::max(w_.read, 1u);
+        case Ev::kSignal:
+            return w_.signal;
+        case Ev::kGrace:
+            return w_.grace;
+        case Ev::kRdDone:
+            return std::max(w_.arrive, 1u);
         default:
             return 0;
         }
@@ -513,6 +737,9 @@ class World {
 
     bool step()
     {
+        if (zc_)
+            for (int d = 0; d < 2; d++)
+                sync_reader(d);
         Choices choices{};
         unsigned total = 0;
         unsigned n = collect(false, &choices, &total);
@@ -543,11 +770,13 @@ class World {
         // carry what is in flight and its consequences, not an endless
         // exchange of control messages.
         bool app_can_act = false;
-        for (int d = 0; d < 2; d++)
-            for (Ev app : {Ev::kWrite, Ev::kRead, Ev::kCork, Ev::kUncork, Ev::kShutdown})
+        for (int d = 0; d < 2; d++) {
+            for (Ev app : {Ev::kWrite, Ev::kRead, Ev::kCork, Ev::kUncork, Ev::kShutdown,
+                           Ev::kZcWrite, Ev::kSignal, Ev::kAdvWake})
                 app_can_act = app_can_act || (enabled(app, d) && weight(app) > 0);
-        const bool transport =
-            ev == Ev::kArrive || ev == Ev::kAck || ev == Ev::kPoll || ev == Ev::kAckTimer;
+        }
+        const bool transport = ev == Ev::kArrive || ev == Ev::kAck || ev == Ev::kPoll ||
+                               ev == Ev::kAckTimer || ev == Ev::kRdDone || ev == Ev::kGrace;
         if (app_can_act)
             idle_steps_ = 0;
         else if (transport)
@@ -593,6 +822,21 @@ class World {
             sdp_core_shutdown_send(&me(s).conn);
             pump(s, SDP_TXO_PUSH);
             break;
+        case Ev::kZcWrite:
+            zc_write_step(s);
+            break;
+        case Ev::kSignal:
+            signal(s);
+            break;
+        case Ev::kAdvWake:
+            adv_wake(s);
+            break;
+        case Ev::kGrace: // sdp_zc_grace_work()
+            give_up_offer(s, false);
+            break;
+        case Ev::kRdDone:
+            rd_done(s);
+            break;
         default:
             break;
         }
@@ -602,20 +846,56 @@ class World {
     // ---- application -----------------------------------------------------------
 
     // sdp_sendmsg(): fill segments in place, push when one is full, push at
-    // the end (CORK for MSG_MORE).
+    // the end (CORK for MSG_MORE).  A write of zcopy_thresh bytes or more
+    // goes by zero copy (zc_write_start); the parts of one that go by bcopy
+    // (a chunk short of credits, the rest after a SendSM) go on here.
     void app_write(int s)
     {
         Side& d = me(s);
+        if (d.bcopy_end > d.written) {
+            const bool chunk_only = d.bcopy_budget > 0;
+            std::size_t n = std::min(d.bcopy_end - d.written, write_room(d));
+            if (chunk_only)
+                n = budget_bytes(d, n);
+            trace(Ev::kWrite, s, n, chunk_only ? 4 : 3);
+            bcopy_write(s, n, false, false);
+            d.bcopy_budget -= std::min(d.bcopy_budget, n);
+            d.stats.chunk_bytes += chunk_only ? n : 0;
+            if (d.bcopy_end <= d.written) {
+                d.bcopy_budget = 0;
+                d.stats.writes++; // the write() returns
+            } else if (chunk_only && d.bcopy_budget == 0 &&
+                       d.zw_end - d.written >= d.cfg.zcopy_thresh) {
+                zc_write_next(s); // zero copy again (else bcopy to the end)
+            }
+            return;
+        }
         // An echo server writes back everything it has.
         std::size_t n = d.cfg.echo ? pending(d) : rng_.range(d.cfg.min_write, d.cfg.max_write);
-        n = std::min({n, pending(d), write_room(d)}); // a short write
+        if (zcopy_writer(d) && write_room(d) == 0) // only a big write can start now
+            n = rng_.range(d.cfg.zcopy_thresh, std::max(d.cfg.zcopy_thresh, d.cfg.max_write));
+        n = std::min(n, pending(d));
+        const bool zcopy = zcopy_writer(d) && n >= d.cfg.zcopy_thresh;
+        if (!zcopy)
+            n = std::min(n, write_room(d)); // a short write
         if (!d.cfg.echo && d.cfg.shutdown_per_mille > 0 && rng_.per_mille(d.cfg.shutdown_per_mille))
             d.limit = d.written + n; // the last write before an early shutdown
+        if (zcopy) {
+            zc_write_start(s, n);
+            return;
+        }
         const bool urgent =
             !d.cfg.echo && d.cfg.urgent_per_mille > 0 && rng_.per_mille(d.cfg.urgent_per_mille);
         const bool more = d.cfg.more_per_mille > 0 && rng_.per_mille(d.cfg.more_per_mille);
-        const std::size_t seg_max = sdp_core_seg_max(&d.conn);
         trace(Ev::kWrite, s, n, urgent ? 1 : 0);
+        bcopy_write(s, n, urgent, more);
+        d.stats.writes++;
+    }
+
+    void bcopy_write(int s, std::size_t n, bool urgent, bool more)
+    {
+        Side& d = me(s);
+        const std::size_t seg_max = sdp_core_seg_max(&d.conn);
         std::size_t off = d.written;
         const std::size_t end = d.written + n;
         while (off < end) {
@@ -635,16 +915,21 @@ class World {
             if (seg.data.size() >= seg_max)
                 pump(s, 0);
         }
-        d.stats.writes++;
         pump(s, more ? SDP_TXO_CORK : 0);
     }
 
     // sdp_recvmsg(): read in order, free consumed buffers, then refill and
     // push.  EOF once the peer's DisConn is in and nothing is left to read.
+    // With nothing unread: the peer's SrcAvail by RDMA Read (or MSG_PEEK
+    // gives it up), else a SinkAvail for the reader's buffer.
     void app_read(int s)
     {
         Side& d = me(s);
-        if (d.unread == 0) {
+        if (d.unread == 0 && zc_status(d).rsa_left == 0) {
+            if (!d.disconn_rcvd) {
+                advertise(s);
+                return;
+            }
             trace(Ev::kRead, s, 0);
             d.eof = true;
             if (d.cfg.echo)
@@ -676,14 +961,18 @@ class World {
         d.stats.reads++;
         trace(Ev::kRead, s, taken);
         // Every byte read must be the next byte the peer wrote.
-        const Side& p = peer(s);
-        const std::size_t from = d.got.size() - taken;
-        if (d.got.size() > p.written ||
-            !std::equal(d.got.begin() + static_cast<long>(from), d.got.end(),
-                        source(p).begin() + static_cast<long>(from)))
-            fail(d.name + ": read bytes [" + std::to_string(from) + ", " +
-                 std::to_string(d.got.size()) + ") differ from what " + p.name + " wrote");
-        if (d.cfg.pause_per_mille > 0 && rng_.per_mille(d.cfg.pause_per_mille))
+        check_got(s, d.got.size() - taken);
+        // All unread data consumed and the read wants more: the SrcAvail
+        // queued behind it.
+        const unsigned left = zc_status(d).rsa_left;
+        if (!failed_ && n > 0 && d.unread == 0 && left > 0) {
+            if (taken == 0 && d.cfg.peek_per_mille > 0 && rng_.per_mille(d.cfg.peek_per_mille))
+                give_up_offer(s, true);
+            else
+                rd_start(s, static_cast<unsigned>(std::min<std::size_t>(n, left)));
+        }
+        if (d.rd == RdState::kIdle && d.cfg.pause_per_mille > 0 &&
+            rng_.per_mille(d.cfg.pause_per_mille))
             d.paused = rng_.range(1, d.cfg.pause_steps);
         release_rx(s);
         post_recvs(s);
@@ -692,6 +981,974 @@ class World {
         if (d.unread == 0)
             sdp_core_ack_request(&d.conn);
         pump(s, 0);
+    }
+
+    // Bytes [from, got) just read must be the peer's next bytes, and the
+    // peer must have handed them over (written, or offered by its SrcAvail).
+    void check_got(int s, std::size_t from)
+    {
+        const Side& d = me(s);
+        const Side& p = peer(s);
+        if (d.got.size() > exposed(p) ||
+            !std::equal(d.got.begin() + static_cast<long>(from), d.got.end(),
+                        source(p).begin() + static_cast<long>(from)))
+            fail(d.name + ": read bytes [" + std::to_string(from) + ", " +
+                 std::to_string(d.got.size()) + ") differ from what " + p.name + " wrote");
+    }
+
+    // ---- zero copy ----------------------------------------------------------------
+    //
+    // Checked against the model's own account (Reg, Peer), not the core's:
+    //  * RDMA Reads only with a live key of the source, inside its range, at
+    //    the next unread byte of the offer, never after the sink's SendSM,
+    //    after SrcAvailCancel or MSG_PEEK reached it, or past the last byte;
+    //  * RDMA Writes only into the sink's live advertisement, at the stream
+    //    offset it was made for, once; sink_take only hands out the latest
+    //    advertisement the peer did not cancel;
+    //  * a SrcAvail describes the source's registration and arrives at its
+    //    stream offset; the send/send deadlock rule refuses exactly the
+    //    offers it must;
+    //  * at DONE the source's src_acked is the bytes the sink read (none in
+    //    progress), the sink's adv_written the bytes that landed; then the
+    //    key is invalidated, so any later access fails the first check;
+    //  * RdmaRdCompl / RdmaWrCompl report exactly what was read / written;
+    //    SendSM comes only for a stopped offer or an owed answer, after the
+    //    completion of every byte read; SinkCancelAck after the RdmaWrCompl
+    //    of a write made; every cancel is answered (final_checks).
+
+    static sdp_core_zc_status zc_status(const Side& d)
+    {
+        sdp_core_zc_status st{};
+        sdp_core_zc_query(&d.conn, &st);
+        return st;
+    }
+
+    static bool zcopy_writer(const Side& d) { return d.cfg.zcopy_thresh > 0 && !d.cfg.echo; }
+
+    static unsigned long long src_base(int s) { return 0x100000000000ull * (s + 1); }
+
+    // Stream bytes the peer handed over: written, or offered by a SrcAvail.
+    static std::size_t exposed(const Side& p)
+    {
+        return p.written + (p.zw_active && p.zw_phase == ZcPhase::kSrc ? p.src.len : 0);
+    }
+
+    static unsigned hdr_size(unsigned mid)
+    {
+        switch (mid) {
+        case SDP_MID_RDMA_RD_COMPL:
+        case SDP_MID_RDMA_WR_COMPL:
+            return SDP_RDMA_COMPL_SIZE;
+        case SDP_MID_SRC_AVAIL:
+            return SDP_SRC_AVAIL_HDR_SIZE;
+        case SDP_MID_SINK_AVAIL:
+            return SDP_SINK_AVAIL_SIZE;
+        default:
+            return SDP_BSDH_SIZE;
+        }
+    }
+
+    static unsigned be32(const Bytes& m, std::size_t at)
+    {
+        return (static_cast<unsigned>(m[at]) << 24) | (static_cast<unsigned>(m[at + 1]) << 16) |
+               (static_cast<unsigned>(m[at + 2]) << 8) | m[at + 3];
+    }
+
+    // SrcAvail and SinkAvail: len, rkey, vaddr after the BSDH.
+    static Peer decode_avail(const Bytes& m)
+    {
+        Peer a;
+        a.len = be32(m, 16);
+        a.rkey = be32(m, 20);
+        a.vaddr = (static_cast<unsigned long long>(be32(m, 24)) << 32) | be32(m, 28);
+        a.present = true;
+        return a;
+    }
+
+    // The reader is in recv() or about to call it.
+    static bool reader_active(const Side& d)
+    {
+        return d.paused == 0 && (!d.cfg.echo || pending(d) == 0) &&
+               (!d.cfg.write_all_before_read || d.reader_started);
+    }
+
+    // Before every step: the reader of a write-all-before-read side starts
+    // once its writer is done or blocked on something other than its own
+    // SrcAvail; the core learns whether a reader waits in recv().
+    void sync_reader(int s)
+    {
+        Side& d = me(s);
+        if (d.cfg.write_all_before_read && !d.reader_started) {
+            const bool blocked = d.zw_active ? d.zw_phase == ZcPhase::kFlush && !zc_writer_may_go(s)
+                                             : !enabled(Ev::kWrite, s);
+            if (d.written == d.limit || blocked)
+                d.reader_started = true;
+        }
+        const bool waiting = !d.eof && (d.rd != RdState::kIdle || reader_active(d));
+        if (waiting != d.reader_waiting) {
+            d.reader_waiting = waiting;
+            sdp_core_set_reader_waiting(&d.conn, waiting ? 1 : 0);
+        }
+    }
+
+    // Room on the control ring and a credit for a message that takes one
+    // like data, by the core's count (the real one is checked on posting).
+    bool may_post_avail(int s) const
+    {
+        const Side& d = sides_[s];
+        return d.ctl_in_flight < d.cfg.ctl_bufs && sdp_core_tx_credits(&d.conn) > kReserve;
+    }
+
+    // Whether the core would build this SinkAvail now (tried on a copy of
+    // the connection).
+    bool sink_avail_ok(int s, unsigned len) const
+    {
+        const Side& d = sides_[s];
+        if (!may_post_avail(s))
+            return false;
+        sdp_core_conn c = d.conn;
+        unsigned char hdr[SDP_SINK_AVAIL_SIZE];
+        const sdp_core_zc zc{len, 1, kSinkBase};
+        return sdp_core_tx_sink_avail(&c, hdr, sizeof(hdr), &zc, posted_rx(s)) > 0;
+    }
+
+    unsigned chunk(const Side& d) const
+    {
+        return static_cast<unsigned>(
+            std::min<std::size_t>(d.cfg.zcopy_chunk, d.zw_end - d.written));
+    }
+
+    // What enabled() asks about zero copy.  Out of line (noinline): their
+    // locals would otherwise be enabled()'s, whose every call then sets up
+    // their ASan redzones, zero copy or not.
+    //
+    // Whether the blocked zero-copy writer has something to do (kFlush:
+    // sdp_zc_wait_tx_ready(); what it then does, zc_write_step() decides).
+    [[gnu::noinline]] bool zc_writer_may_go(int s) const
+    {
+        const Side& d = sides_[s];
+        switch (d.zw_phase) {
+        case ZcPhase::kFlush:
+            return tx_queued(d) == 0 || d.cfg.zcopy_skip_flush;
+        case ZcPhase::kWrite:
+            return d.zw_completed;
+        case ZcPhase::kSrc:
+            return zc_status(d).src_state == SDP_ZC_DONE;
+        }
+        return false;
+    }
+
+    [[gnu::noinline]] static bool zc_readable(const Side& d) { return zc_status(d).rsa_left > 0; }
+
+    [[gnu::noinline]] static bool zc_adv_done(const Side& d)
+    {
+        return zc_status(d).adv_state == SDP_ZC_DONE;
+    }
+
+    [[gnu::noinline]] bool zc_interruptible(const Side& d) const
+    {
+        return src_interruptible(d) || adv_signalable(d);
+    }
+
+    bool src_interruptible(const Side& d) const
+    {
+        return d.zw_active && d.zw_phase == ZcPhase::kSrc && !d.zw_cancelled &&
+               zc_status(d).src_state == SDP_ZC_ACTIVE;
+    }
+
+    bool adv_interruptible(const Side& d) const
+    {
+        return d.rd == RdState::kAdv && !d.adv_cancelled && zc_status(d).adv_state == SDP_ZC_ACTIVE;
+    }
+
+    bool adv_signalable(const Side& d) const
+    {
+        return d.cfg.reader_signals && adv_interruptible(d);
+    }
+
+    // A reader about to block for a big read advertises its buffer.
+    [[gnu::noinline]] bool may_advertise(int s) const
+    {
+        const Side& d = sides_[s];
+        return d.cfg.sink_avail && d.cfg.zcopy_thresh > 0 && !d.cfg.echo &&
+               d.cfg.max_read >= d.cfg.zcopy_thresh && d.unread == 0 && !d.disconn_rcvd && !d.eof &&
+               (d.cfg.sink_avail_after_shut || !d.shut) && d.adv_miss != d.rx_stream &&
+               zc_status(d).rsa_left == 0 && sink_avail_ok(s, d.cfg.zcopy_thresh);
+    }
+
+    // Credits for a SrcAvail or SinkAvail: like data, never the reserve.
+    bool avail_credits_ok(int s, const char* what)
+    {
+        const Side& d = me(s);
+        if (sdp_core_tx_credits(&d.conn) > kReserve && true_credits(s) > kReserve)
+            return true;
+        fail(d.name + ": " + what + " posted into the control reserve (core credits " +
+             std::to_string(sdp_core_tx_credits(&d.conn)) + ", real " +
+             std::to_string(true_credits(s)) + ")");
+        return false;
+    }
+
+    // -- source --
+
+    void zc_write_start(int s, std::size_t n)
+    {
+        Side& d = me(s);
+        trace(Ev::kWrite, s, n, 2);
+        d.zw_end = d.written + n;
+        zc_write_next(s);
+    }
+
+    // The next chunk of the write goes by zero copy: queued segments first.
+    void zc_write_next(int s)
+    {
+        Side& d = me(s);
+        d.zw_active = true;
+        d.zw_phase = ZcPhase::kFlush;
+        pump(s, d.cfg.zcopy_skip_flush ? 0 : SDP_TXO_PUSH); // queued segments go first
+        if (!failed_ && zc_writer_may_go(s))
+            zc_write_step(s);
+    }
+
+    // A zero-copy transfer of the write ended (not interrupted): on by zero
+    // copy while zcopy_thresh bytes or more are left, else by bcopy
+    // (sdp_sendmsg()).
+    void zc_write_on(int s)
+    {
+        Side& d = me(s);
+        if (d.written == d.zw_end) {
+            zc_write_end(s);
+        } else if (d.zw_end - d.written >= d.cfg.zcopy_thresh) {
+            d.zw_phase = ZcPhase::kFlush;
+            pump(s, SDP_TXO_PUSH);
+        } else {
+            zc_to_bcopy(s, 0);
+        }
+    }
+
+    // The rest of the write (budget 0), or one chunk of it (then zero copy
+    // again), goes by bcopy: app_write() takes it from here.
+    void zc_to_bcopy(int s, std::size_t budget)
+    {
+        Side& d = me(s);
+        d.zw_active = false;
+        d.bcopy_end = d.zw_end;
+        d.bcopy_budget = budget;
+        pump(s, 0);
+    }
+
+    // Bytes the glue's bcopy loop copies now, at most `limit`, before its
+    // bcopy_budget runs out: it fills a segment at a time (the tail one
+    // first) and looks at the budget only between segments.
+    std::size_t budget_bytes(const Side& d, std::size_t limit) const
+    {
+        const std::size_t seg_max = sdp_core_seg_max(&d.conn);
+        std::size_t room = 0;
+        if (tx_queued(d) > 0 && !d.tx.back().urgent)
+            room = seg_max - std::min(seg_max, d.tx.back().data.size());
+        if (room == 0)
+            room = seg_max;
+        std::size_t n = 0;
+        while (n < limit && n < d.bcopy_budget) {
+            n += std::min(room, limit - n);
+            room = seg_max;
+        }
+        return n;
+    }
+
+    void zc_write_end(int s)
+    {
+        Side& d = me(s);
+        d.zw_active = false;
+        d.stats.writes++;
+        pump(s, 0);
+    }
+
+    void zc_write_step(int s)
+    {
+        Side& d = me(s);
+        switch (d.zw_phase) {
+        case ZcPhase::kFlush: {
+            // No credit for a SrcAvail (or the RdmaWrCompl), or the control
+            // ring full: the receiver is behind, this chunk goes by bcopy.
+            if (!may_post_avail(s)) {
+                trace(Ev::kZcWrite, s, d.written, 2);
+                d.stats.bcopy_chunks++;
+                zc_to_bcopy(s, d.cfg.zcopy_chunk);
+                return;
+            }
+            const unsigned want = chunk(d);
+            sdp_core_zc zc{};
+            if (sdp_core_sink_take(&d.conn, want, &zc) == 1)
+                rdma_write(s, want, zc);
+            else
+                post_src_avail(s, want);
+            return;
+        }
+        case ZcPhase::kWrite:
+            trace(Ev::kZcWrite, s, d.written);
+            zc_write_on(s);
+            return;
+        case ZcPhase::kSrc:
+            src_done(s);
+            return;
+        }
+    }
+
+    // Why the advertisement sink_take() handed out may not be written into
+    // (empty: it may).
+    std::string unusable(int s, unsigned want, const sdp_core_zc& zc) const
+    {
+        const Side& d = sides_[s];
+        const Side& p = sides_[1 - s];
+        if (!d.padv.present)
+            return "no SinkAvail ever arrived";
+        if (d.padv.stopped)
+            return "its SinkAvailCancel arrived";
+        if (d.padv.used)
+            return "it was written into already";
+        if (zc.rkey != d.padv.rkey || zc.vaddr != d.padv.vaddr || zc.len == 0 || zc.len > want ||
+            zc.len > d.padv.len) {
+            return "key, address or length differ from the SinkAvail's (" + std::to_string(zc.len) +
+                   " of " + std::to_string(d.padv.len) + ", want " + std::to_string(want) + ")";
+        }
+        if (!p.sink.live || p.sink.rkey != zc.rkey)
+            return "the sink no longer has it registered";
+        if (p.sink.off != d.written) {
+            return "it was made for stream bytes from " + std::to_string(p.sink.off) +
+                   ", the writer is at " + std::to_string(d.written);
+        }
+        if (d.disconn_posted)
+            return "our DisConn is out";
+        return {};
+    }
+
+    void rdma_write(int s, unsigned want, const sdp_core_zc& zc)
+    {
+        Side& d = me(s);
+        const std::string bad = unusable(s, want, zc);
+        if (!bad.empty()) {
+            fail(d.name +
+                 ": sdp_core_sink_take() handed out an advertisement that is not usable: " + bad);
+            return;
+        }
+        d.padv.used = true;
+        d.wr_unreported = zc.len;
+        WireMsg m;
+        m.rdma = true;
+        m.rkey = zc.rkey;
+        m.vaddr = zc.vaddr;
+        m.off = d.written;
+        m.len = zc.len;
+        wire(s).push_back(std::move(m));
+        d.sends.push_back({Ring::kRdma, 0, zc.len, SendState::kOnWire});
+        trace(Ev::kRdma, s, zc.len);
+        d.stats.rdma_writes++;
+        d.stats.write_bytes += zc.len;
+        d.written += zc.len;
+        d.zw_phase = ZcPhase::kWrite;
+        d.zw_completed = false;
+        pump(s, 0); // the RdmaWrCompl
+    }
+
+    // Whether the core refuses zero copy for the size of the receive buffers
+    // (tried on a copy of the connection); false after failing if it does
+    // while the zero-copy messages would fit.
+    bool too_big_for_zcopy(int s, unsigned len)
+    {
+        const Side& d = me(s);
+        sdp_core_conn c = d.conn;
+        unsigned char hdr[SDP_SRC_AVAIL_HDR_SIZE];
+        const sdp_core_zc zc{len, 1, src_base(s)};
+        if (sdp_core_tx_src_avail(&c, hdr, sizeof(hdr), &zc, posted_rx(s)) != -SDP_CORE_ETOOBIG)
+            return false;
+        if (peer(s).cfg.rx_buf_size >= SDP_SINK_AVAIL_SIZE &&
+            d.cfg.rx_buf_size >= SDP_RDMA_COMPL_SIZE) {
+            fail(d.name + ": tx_src_avail says ETOOBIG, but the receive buffers are " +
+                 std::to_string(d.cfg.rx_buf_size) + " B here and " +
+                 std::to_string(peer(s).cfg.rx_buf_size) + " B at the peer");
+            return false;
+        }
+        return true;
+    }
+
+    void post_src_avail(int s, unsigned len)
+    {
+        Side& d = me(s);
+        // Zero-copy messages do not fit the receive buffers: the rest of
+        // this write by bcopy (sdp_zc_offer() -> -ENOBUFS).
+        if (too_big_for_zcopy(s, len)) {
+            trace(Ev::kZcWrite, s, d.written, 3);
+            d.stats.too_big++;
+            zc_to_bcopy(s, 0);
+            return;
+        }
+        if (failed_ || !avail_credits_ok(s, "SrcAvail") || !may_post(s, SDP_MID_SRC_AVAIL, 0))
+            return;
+        Reg reg;
+        reg.vaddr = src_base(s) + d.written;
+        reg.rkey = new_key(s, reg.vaddr, len);
+        reg.off = d.written;
+        reg.len = len;
+        reg.live = true;
+        Bytes msg(SDP_SRC_AVAIL_HDR_SIZE);
+        const sdp_core_zc zc{len, reg.rkey, reg.vaddr};
+        const int n = sdp_core_tx_src_avail(&d.conn, msg.data(), static_cast<unsigned>(msg.size()),
+                                            &zc, posted_rx(s));
+        if (n != SDP_SRC_AVAIL_HDR_SIZE) {
+            fail(d.name + ": tx_src_avail failed: " + sdp_core_err_name(n));
+            return;
+        }
+        d.src = reg;
+        d.zw_phase = ZcPhase::kSrc;
+        d.zw_cancelled = false;
+        d.zw_sm = false;
+        d.zw_done = false;
+        d.stats.src_avails++;
+        send(s, Ring::kCtl, SDP_MID_SRC_AVAIL, std::move(msg), 0, 0);
+        pump(s, 0);
+    }
+
+    // The writer wakes: its SrcAvail is DONE.
+    void src_done(int s)
+    {
+        Side& d = me(s);
+        observe_zc(s);
+        const sdp_core_zc_status st = zc_status(d);
+        sdp_core_src_release(&d.conn);
+        trace(Ev::kZcWrite, s, st.src_acked, st.src_sink_stopped != 0 ? 1 : 0);
+        if (zc_status(d).src_state != SDP_ZC_IDLE) {
+            fail(d.name + ": src_release left the SrcAvail in state " +
+                 std::to_string(zc_status(d).src_state));
+            return;
+        }
+        if (st.src_acked > d.src.len) {
+            fail(d.name + ": src_acked " + std::to_string(st.src_acked) + " of a " +
+                 std::to_string(d.src.len) + "-byte SrcAvail");
+            return;
+        }
+        d.written += st.src_acked;
+        // Interrupted: the write returns what was delivered.
+        if (d.zw_cancelled || d.written == d.zw_end) {
+            zc_write_end(s);
+        } else if (st.src_acked == d.src.len) {
+            zc_write_on(s); // the next chunk
+        } else if (st.src_sink_stopped != 0) {
+            zc_to_bcopy(s, 0); // the rest of this write() by bcopy
+        } else {
+            fail(d.name + ": SrcAvail DONE after " + std::to_string(st.src_acked) + " of " +
+                 std::to_string(d.src.len) + " bytes, neither cancelled nor stopped by SendSM");
+        }
+    }
+
+    // A signal interrupts a zero-copy writer or reader asleep.
+    void signal(int s)
+    {
+        Side& d = me(s);
+        const bool writer = src_interruptible(d);
+        if (writer && (!adv_signalable(d) || rng_.per_mille(500))) {
+            trace(Ev::kSignal, s, 0, 1);
+            d.zw_cancelled = true;
+            sdp_core_src_cancel(&d.conn);
+            if (zc_status(d).src_state != SDP_ZC_CANCELLING)
+                fail(d.name + ": src_cancel of an active SrcAvail did not make it CANCELLING");
+            pump(s, SDP_TXO_PUSH);
+            return;
+        }
+        trace(Ev::kSignal, s, 0, 2);
+        adv_cancel(s);
+    }
+
+    // -- sink --
+
+    // The reader gives the peer's offer up (peek: MSG_PEEK; else the grace
+    // timer): SendSM, the bytes then come by bcopy.
+    void give_up_offer(int s, bool peek)
+    {
+        Side& d = me(s);
+        if (peek) {
+            trace(Ev::kRead, s, 0, 2);
+            d.stats.peeks++;
+        } else {
+            trace(Ev::kGrace, s, zc_status(d).rsa_left);
+            d.stats.grace_sms++;
+        }
+        sdp_core_rsa_abandon(&d.conn);
+        d.offer.stopped = true;
+        if (zc_status(d).rsa_left != 0)
+            fail(d.name + ": an abandoned SrcAvail is still offered to the reader");
+        pump(s, 0);
+    }
+
+    // The RDMA Read of n bytes at (rkey, vaddr) reaches the source's memory:
+    // a live registration, inside it, at the next unread byte.
+    static std::string bad_read(const Side& p, unsigned rkey, unsigned long long vaddr, unsigned n)
+    {
+        if (!p.src.live || p.src.rkey != rkey)
+            return "key " + std::to_string(rkey) + " is not registered (any more)";
+        if (vaddr < p.src.vaddr || vaddr + n > p.src.vaddr + p.src.len)
+            return "outside the offered range";
+        if (vaddr != p.src.vaddr + p.src.done) {
+            return "not the next unread byte (" + std::to_string(vaddr - p.src.vaddr) + ", " +
+                   std::to_string(p.src.done) + " read)";
+        }
+        return {};
+    }
+
+    void check_rdma_read(int s, unsigned rkey, unsigned long long vaddr, unsigned n)
+    {
+        const Side& d = me(s);
+        const Side& p = peer(s);
+        const std::string bad = bad_read(p, rkey, vaddr, n);
+        if (!bad.empty())
+            fail(d.name + ": RDMA Read of " + std::to_string(n) + " bytes of " + p.name +
+                 "'s memory: " + bad);
+    }
+
+    // Why the reader may not RDMA-read the peer's offer now (empty: it may).
+    static std::string unreadable(const Side& d, const sdp_core_zc_status& st)
+    {
+        const Peer& o = d.offer;
+        if (!o.present)
+            return "no SrcAvail is offered (or its SendSM went)";
+        if (o.stopped)
+            return "the offer was cancelled, abandoned or refused";
+        if (st.rsa_rkey != o.rkey || st.rsa_vaddr != o.vaddr + o.read ||
+            st.rsa_left != o.len - o.read) {
+            return "the core's rsa fields differ from the SrcAvail (" +
+                   std::to_string(st.rsa_left) + " left, " + std::to_string(o.len - o.read) +
+                   " unread)";
+        }
+        if (d.got.size() != o.off + o.read) {
+            return "the reader is at stream byte " + std::to_string(d.got.size()) +
+                   ", the offer's next byte is " + std::to_string(o.off + o.read);
+        }
+        return {};
+    }
+
+    void rd_start(int s, unsigned n)
+    {
+        Side& d = me(s);
+        const sdp_core_zc_status st = zc_status(d);
+        const std::string bad = unreadable(d, st);
+        if (!bad.empty()) {
+            fail(d.name + ": RDMA Read of the peer's SrcAvail: " + bad);
+            return;
+        }
+        const int rc = sdp_core_rd_start(&d.conn, n);
+        if (rc != 0) {
+            fail(d.name + ": rd_start(" + std::to_string(n) + ") of " +
+                 std::to_string(st.rsa_left) + " offered failed: " + sdp_core_err_name(rc));
+            return;
+        }
+        trace(Ev::kRead, s, n, 1);
+        check_rdma_read(s, st.rsa_rkey, st.rsa_vaddr, n);
+        d.rd = RdState::kReading;
+        d.rd_rkey = st.rsa_rkey;
+        d.rd_vaddr = st.rsa_vaddr;
+        d.rd_len = n;
+    }
+
+    // The RDMA Read completes: its bytes are the reader's.
+    void rd_done(int s)
+    {
+        Side& d = me(s);
+        Side& p = peer(s);
+        trace(Ev::kRdDone, s, d.rd_len);
+        check_rdma_read(s, d.rd_rkey, d.rd_vaddr, d.rd_len);
+        if (failed_)
+            return;
+        const std::size_t at = p.src.off + (d.rd_vaddr - p.src.vaddr);
+        const std::size_t from = d.got.size();
+        d.got.insert(d.got.end(), source(p).begin() + static_cast<long>(at),
+                     source(p).begin() + static_cast<long>(at + d.rd_len));
+        p.src.done += d.rd_len;
+        d.offer.read += d.rd_len;
+        d.rd_unreported += d.rd_len;
+        d.rx_stream += d.rd_len;
+        d.stats.rdma_reads++;
+        d.stats.read_bytes += d.rd_len;
+        sdp_core_rd_done(&d.conn, d.rd_len);
+        d.rd = RdState::kIdle;
+        if (d.offer.read == d.offer.len && !d.offer.stopped)
+            d.offer.present = false; // read to the end: over without a SendSM
+        check_got(s, from);
+        if (d.cfg.pause_per_mille > 0 && rng_.per_mille(d.cfg.pause_per_mille))
+            d.paused = rng_.range(1, d.cfg.pause_steps);
+        pump(s, 0);
+    }
+
+    void advertise(int s)
+    {
+        Side& d = me(s);
+        const unsigned len = static_cast<unsigned>(rng_.range(d.cfg.zcopy_thresh, d.cfg.max_read));
+        if (!avail_credits_ok(s, "SinkAvail") || !may_post(s, SDP_MID_SINK_AVAIL, 0))
+            return;
+        if (d.got.size() != d.rx_stream) {
+            fail(d.name + ": model: advertising with received bytes unread");
+            return;
+        }
+        // It would take that answer for its own (sdp_core.h: sink_ack_stale_).
+        if (d.acks_awaited != 0) {
+            fail(d.name + ": tx_sink_avail() accepted a SinkAvail while the SinkCancelAck of the "
+                          "previous advertisement may still come");
+            return;
+        }
+        Reg reg;
+        reg.vaddr = kSinkBase + static_cast<unsigned long long>(keys_.size()) * 0x1000000ull;
+        reg.rkey = new_key(s, reg.vaddr, len);
+        reg.off = d.got.size();
+        reg.len = len;
+        reg.buf.resize(len);
+        reg.live = true;
+        Bytes msg(SDP_SINK_AVAIL_SIZE);
+        const sdp_core_zc zc{len, reg.rkey, reg.vaddr};
+        const int n = sdp_core_tx_sink_avail(&d.conn, msg.data(), static_cast<unsigned>(msg.size()),
+                                             &zc, posted_rx(s));
+        if (n != SDP_SINK_AVAIL_SIZE) {
+            fail(d.name + ": tx_sink_avail failed: " + sdp_core_err_name(n));
+            return;
+        }
+        trace(Ev::kRead, s, len, 3);
+        d.stats.late_sinks += d.disconn_posted ? 1 : 0;
+        d.sink = std::move(reg);
+        d.rd = RdState::kAdv;
+        d.adv_cancelled = false;
+        d.adv_done = false;
+        d.adv_acked = false;
+        d.stats.sink_avails++;
+        send(s, Ring::kCtl, SDP_MID_SINK_AVAIL, std::move(msg), 0, 0);
+        pump(s, 0);
+    }
+
+    void adv_cancel(int s)
+    {
+        Side& d = me(s);
+        d.adv_cancelled = true;
+        sdp_core_adv_cancel(&d.conn);
+        if (zc_status(d).adv_state != SDP_ZC_CANCELLING)
+            fail(d.name + ": adv_cancel of an active SinkAvail did not make it CANCELLING");
+        pump(s, SDP_TXO_PUSH);
+    }
+
+    // The reader wakes: its SinkAvail is DONE.  The read returns what was
+    // written there, or goes on reading normally.
+    void adv_wake(int s)
+    {
+        Side& d = me(s);
+        observe_zc(s);
+        const unsigned written = zc_status(d).adv_written;
+        sdp_core_adv_release(&d.conn);
+        trace(Ev::kAdvWake, s, written);
+        if (zc_status(d).adv_state != SDP_ZC_IDLE) {
+            fail(d.name + ": adv_release left the SinkAvail in state " +
+                 std::to_string(zc_status(d).adv_state));
+            return;
+        }
+        d.rd = RdState::kIdle;
+        if (written == 0) {
+            // Interrupted, or the bytes come another way: no new
+            // advertisement before more bytes arrived (the glue backs off
+            // too), or a reader and a signal could take turns for ever.
+            d.adv_miss = d.rx_stream;
+            d.stats.adv_unused++;
+            return;
+        }
+        const std::size_t from = d.got.size();
+        d.got.insert(d.got.end(), d.sink.buf.begin(), d.sink.buf.begin() + written);
+        d.stats.reads++;
+        check_got(s, from);
+        if (d.cfg.pause_per_mille > 0 && rng_.per_mille(d.cfg.pause_per_mille))
+            d.paused = rng_.range(1, d.cfg.pause_steps);
+        pump(s, 0);
+    }
+
+    // An RDMA Write arrives: its bytes land in the sink's buffer, which must
+    // be the live advertisement it was made for.
+    static std::string bad_write(const Side& p, const WireMsg& m)
+    {
+        if (!p.sink.live || p.sink.rkey != m.rkey)
+            return "key " + std::to_string(m.rkey) + " is not registered (any more)";
+        if (m.vaddr != p.sink.vaddr || m.len > p.sink.len)
+            return "outside the advertised buffer";
+        if (p.sink.done != 0)
+            return "the advertisement was written into already";
+        if (m.off != p.sink.off) {
+            return "stream bytes from " + std::to_string(m.off) + " into a buffer for bytes from " +
+                   std::to_string(p.sink.off);
+        }
+        return {};
+    }
+
+    void rdma_arrive(int s, const WireMsg& m)
+    {
+        Side& p = peer(s);
+        const std::string bad = bad_write(p, m);
+        if (!bad.empty()) {
+            fail(me(s).name + ": RDMA Write of " + std::to_string(m.len) + " bytes into " + p.name +
+                 "'s memory: " + bad);
+            return;
+        }
+        const Bytes& src = source(me(s));
+        std::copy(src.begin() + static_cast<long>(m.off),
+                  src.begin() + static_cast<long>(m.off + m.len), p.sink.buf.begin());
+        p.sink.done = m.len;
+    }
+
+    // After every receive and every step: a transfer DONE in the core is
+    // checked and its key invalidated at once (the owner's later wake-up
+    // changes nothing the peer could see); the core's zero-copy state agrees
+    // with the model's.
+    void observe_zc(int s)
+    {
+        Side& d = me(s);
+        const sdp_core_zc_status st = zc_status(d);
+        const bool own_src = d.zw_active && d.zw_phase == ZcPhase::kSrc;
+        if (!own_src && st.src_state != SDP_ZC_IDLE) {
+            fail(d.name + ": SrcAvail state " + std::to_string(st.src_state) + " with none posted");
+            return;
+        }
+        if (own_src && !d.zw_done && st.src_state == SDP_ZC_DONE) {
+            d.zw_done = true;
+            const Side& p = peer(s);
+            if (p.rd == RdState::kReading && p.rd_rkey == d.src.rkey)
+                fail(d.name + ": SrcAvail DONE while " + p.name + "'s RDMA Read of it runs");
+            else if (st.src_acked != d.src.done)
+                fail(d.name + ": SrcAvail DONE with src_acked " + std::to_string(st.src_acked) +
+                     ", " + p.name + " read " + std::to_string(d.src.done));
+            d.src.live = false;
+        }
+        if (d.rd != RdState::kAdv && st.adv_state != SDP_ZC_IDLE) {
+            fail(d.name + ": SinkAvail state " + std::to_string(st.adv_state) +
+                 " with none posted");
+            return;
+        }
+        if (d.rd == RdState::kAdv && !d.adv_done && st.adv_state == SDP_ZC_DONE) {
+            d.adv_done = true;
+            d.stats.overtaken += d.adv_cancelled && !d.adv_acked ? 1 : 0;
+            if (st.adv_written != d.sink.done) {
+                fail(d.name + ": SinkAvail DONE with adv_written " +
+                     std::to_string(st.adv_written) + ", " + std::to_string(d.sink.done) +
+                     " bytes landed");
+            }
+            d.sink.live = false;
+        }
+        const Peer& o = d.offer;
+        const bool readable = o.present && !o.stopped && o.read < o.len;
+        if (readable ? st.rsa_left != o.len - o.read || st.rsa_rkey != o.rkey : st.rsa_left != 0) {
+            fail(d.name + ": rsa_left " + std::to_string(st.rsa_left) + ", the model has " +
+                 (readable ? std::to_string(o.len - o.read) : std::string("no offer")) +
+                 " readable");
+        }
+    }
+
+    // Every registration ever made, by key (from kFirstKey): owner, range.
+    struct KeyInfo {
+        unsigned long long vaddr;
+        unsigned len;
+        int owner;
+    };
+
+    unsigned new_key(int s, unsigned long long vaddr, unsigned len)
+    {
+        keys_.push_back({vaddr, len, s});
+        return kFirstKey + static_cast<unsigned>(keys_.size() - 1);
+    }
+
+    // A SrcAvail or SinkAvail as received describes a registration of side s.
+    bool registered(int s, const Peer& a) const
+    {
+        if (a.rkey < kFirstKey || a.rkey - kFirstKey >= keys_.size())
+            return false;
+        const KeyInfo& k = keys_[a.rkey - kFirstKey];
+        return k.owner == s && k.vaddr == a.vaddr && k.len == a.len;
+    }
+
+    // A zero-copy message was received (after on_recv accepted it).
+    void zc_received(int s, const Bytes& msg, const sdp_core_rx& rx)
+    {
+        Side& d = me(s);
+        const Side& p = sides_[1 - s];
+        switch (rx.mid) {
+        case SDP_MID_SRC_AVAIL: {
+            Peer o = decode_avail(msg);
+            o.off = d.rx_stream;
+            if (!p.src.live || p.src.rkey != o.rkey || !registered(1 - s, o) ||
+                rx.zc_bytes != o.len) {
+                fail(d.name + ": SrcAvail does not describe " + p.name + "'s registration");
+                return;
+            }
+            if (p.src.off != d.rx_stream) {
+                fail(d.name + ": SrcAvail for stream bytes from " + std::to_string(p.src.off) +
+                     " after " + std::to_string(d.rx_stream) + " bytes received (out of order)");
+                return;
+            }
+            if (d.offer.present) {
+                fail(d.name + ": SrcAvail accepted while the previous one is not over");
+                return;
+            }
+            // The send/send deadlock rule: refused (SendSM at once) iff our
+            // own SrcAvail is out and no reader waits in recv().
+            const bool own = d.zw_active && d.zw_phase == ZcPhase::kSrc && !d.zw_done;
+            const bool refuse = own && !d.reader_waiting;
+            const sdp_core_zc_status st = zc_status(d);
+            if (refuse ? st.rsa_left != 0 : st.rsa_left != o.len) {
+                fail(d.name + ": SrcAvail " + (refuse ? "should be refused" : "should be offered") +
+                     " (own SrcAvail " + (own ? "out" : "not out") + ", reader " +
+                     (d.reader_waiting ? "waiting" : "not waiting") + "), rsa_left " +
+                     std::to_string(st.rsa_left));
+                return;
+            }
+            o.stopped = refuse;
+            d.stats.deadlock_sms += refuse ? 1 : 0;
+            d.offer = o;
+            break;
+        }
+        case SDP_MID_SRC_AVAIL_CANCEL:
+            d.sms_owed++;
+            if (d.offer.present)
+                d.offer.stopped = true;
+            break;
+        case SDP_MID_SINK_AVAIL: {
+            // It may have ended already (crossing our data or SrcAvail).
+            const Peer a = decode_avail(msg);
+            if (!registered(1 - s, a) || rx.zc_bytes != a.len) {
+                fail(d.name + ": SinkAvail does not describe a registration of " + p.name);
+                return;
+            }
+            d.padv = a;
+            break;
+        }
+        case SDP_MID_SINK_AVAIL_CANCEL:
+            d.padv.stopped = true;
+            // After our DisConn nobody answers: the DisConn ended the
+            // advertisement at the sink.
+            if (d.disconn_posted) {
+                if (peer(s).acks_awaited == 0)
+                    fail(d.name + ": model: SinkAvailCancel with none awaiting an answer");
+                else
+                    peer(s).acks_awaited--;
+            } else {
+                d.acks_owed++;
+            }
+            break;
+        case SDP_MID_RDMA_WR_COMPL:
+            if (d.rd != RdState::kAdv || rx.zc_bytes == 0 || rx.zc_bytes != d.sink.done) {
+                fail(d.name + ": RdmaWrCompl(" + std::to_string(rx.zc_bytes) + ") accepted, " +
+                     std::to_string(d.sink.done) + " bytes landed");
+                return;
+            }
+            d.rx_stream += rx.zc_bytes;
+            break;
+        case SDP_MID_SINK_CANCEL_ACK:
+            // The answer to our SinkAvailCancel: it ends the advertisement
+            // if nothing else did (then observe_zc() sees it DONE), else it
+            // answers nothing.
+            if (d.acks_awaited == 0) {
+                fail(d.name + ": SinkCancelAck accepted with no SinkAvailCancel out");
+                break;
+            }
+            d.acks_awaited--;
+            if (d.rd == RdState::kAdv && d.adv_cancelled && !d.adv_done)
+                d.adv_acked = true;
+            else
+                d.stats.stale_acks++;
+            break;
+        case SDP_MID_SEND_SM:
+            if (d.zw_active && d.zw_phase == ZcPhase::kSrc && !d.zw_done)
+                d.zw_sm = true;
+            break;
+        default: // RdmaRdCompl: the core's account, checked at DONE
+            break;
+        }
+    }
+
+    // A zero-copy control message control_due() returned is about to go:
+    // is it owed?  Returns false (after failing) if not.
+    // Why this zero-copy control message is not owed now (empty: it is).
+    static std::string not_owed(const Side& d, unsigned mid)
+    {
+        switch (mid) {
+        case SDP_MID_RDMA_RD_COMPL:
+            return d.rd_unreported == 0 ? "nothing was read" : "";
+        case SDP_MID_RDMA_WR_COMPL:
+            return d.wr_unreported == 0 ? "nothing was written" : "";
+        case SDP_MID_SEND_SM:
+            if (!(d.offer.present && d.offer.stopped) && d.sms_owed == 0)
+                return "no offer was stopped and no cancel is owed an answer";
+            if (d.rd == RdState::kReading)
+                return "an RDMA Read is in progress";
+            if (d.rd_unreported != 0) {
+                return "the RdmaRdCompl of " + std::to_string(d.rd_unreported) +
+                       " bytes read has not gone";
+            }
+            return {};
+        case SDP_MID_SRC_AVAIL_CANCEL:
+            // Interrupted, or the answer to a SendSM (the specification's).
+            if (!d.zw_active || d.zw_phase != ZcPhase::kSrc || (!d.zw_cancelled && !d.zw_sm))
+                return "the writer was not interrupted and no SendSM came";
+            return {};
+        case SDP_MID_SINK_AVAIL_CANCEL:
+            if (d.rd != RdState::kAdv || !d.adv_cancelled)
+                return "the reader did not cancel";
+            if (d.adv_done)
+                return "the advertisement ended already (stream bytes or the DisConn came)";
+            return {};
+        case SDP_MID_SINK_CANCEL_ACK:
+            if (d.acks_owed == 0)
+                return "no SinkAvailCancel is owed an answer";
+            if (d.wr_unreported != 0)
+                return "the RdmaWrCompl of the write made has not gone";
+            return {};
+        default:
+            return "not a zero-copy control message";
+        }
+    }
+
+    bool zc_control_owed(int s, unsigned mid)
+    {
+        const Side& d = me(s);
+        const std::string bad = not_owed(d, mid);
+        if (bad.empty())
+            return true;
+        fail(d.name + ": control_due returned mid " + std::to_string(mid) + " but " + bad);
+        return false;
+    }
+
+    // ... and went: the model's account follows.
+    void zc_control_sent(int s, unsigned mid, const Bytes& msg)
+    {
+        Side& d = me(s);
+        switch (mid) {
+        case SDP_MID_RDMA_RD_COMPL:
+            if (be32(msg, 16) != d.rd_unreported)
+                fail(d.name + ": RdmaRdCompl(" + std::to_string(be32(msg, 16)) + ") after " +
+                     std::to_string(d.rd_unreported) + " bytes read");
+            d.rd_unreported = 0;
+            break;
+        case SDP_MID_RDMA_WR_COMPL:
+            if (be32(msg, 16) != d.wr_unreported)
+                fail(d.name + ": RdmaWrCompl(" + std::to_string(be32(msg, 16)) + ") after " +
+                     std::to_string(d.wr_unreported) + " bytes written");
+            d.wr_unreported = 0;
+            break;
+        case SDP_MID_SEND_SM:
+            d.offer = Peer{}; // over: the source sends the rest by bcopy
+            d.sms_owed = 0;
+            d.stats.send_sms++;
+            break;
+        case SDP_MID_SRC_AVAIL_CANCEL:
+            d.stats.src_cancels++;
+            break;
+        case SDP_MID_SINK_AVAIL_CANCEL:
+            d.stats.sink_cancels++;
+            d.acks_awaited++;
+            break;
+        case SDP_MID_SINK_CANCEL_ACK:
+            d.acks_owed--;
+            break;
+        default:
+            break;
+        }
     }
 
     // ---- receive ring ------------------------------------------------------------
@@ -743,9 +2000,21 @@ class World {
     void arrive(int s)
     {
         Side& p = peer(s);
-        Bytes msg = std::move(wire(s).front());
+        WireMsg m = std::move(wire(s).front());
         wire(s).pop_front();
-        trace(Ev::kArrive, s, msg.size(), msg[0]);
+        for (Sent& sent : me(s).sends) {
+            if (sent.state == SendState::kOnWire) {
+                sent.state = SendState::kArrived;
+                break;
+            }
+        }
+        if (m.rdma) {
+            trace(Ev::kArrive, s, m.len, 0);
+            rdma_arrive(s, m);
+            return;
+        }
+        sends_on_wire_[s]--;
+        trace(Ev::kArrive, s, m.msg.size(), m.msg[0]);
         if (p.n_hw == 0) {
             fail("RNR: a message from " + me(s).name + " arrived with no receive buffer posted");
             return;
@@ -753,15 +2022,9 @@ class World {
         // The first posted buffer: the posted ones are at the end, in order.
         RxSlot& slot = p.rx[p.rx.size() - p.n_hw];
         slot.state = RxState::kUnpolled;
-        slot.msg = std::move(msg);
+        slot.msg = std::move(m.msg);
         p.n_hw--;
         p.n_unpolled++;
-        for (Sent& sent : me(s).sends) {
-            if (sent.state == SendState::kOnWire) {
-                sent.state = SendState::kArrived;
-                break;
-            }
-        }
     }
 
     // The peer's ack for the oldest SEND that arrived: its completion is in
@@ -792,6 +2055,8 @@ class World {
                 rx_complete(s);
             else
                 tx_complete(s);
+            if (!failed_ && zc_)
+                observe_zc(s);
         }
         if (failed_)
             return;
@@ -816,6 +2081,22 @@ class World {
                  " failed: " + sdp_core_err_name(rc));
             return;
         }
+        if (rx.mid != slot.msg[0])
+            fail(d.name + ": on_recv says mid " + std::to_string(rx.mid) + " for mid " +
+                 std::to_string(slot.msg[0]));
+        // Stream bytes by another way than our SinkAvail, or the DisConn:
+        // the peer will never write into it, so it is over, cancelled or
+        // not (the reader must not wait for a SinkCancelAck the peer may
+        // have no credit to send).
+        const bool stream_end = (rx.kind == SDP_RX_DATA && rx.payload_len > 0) ||
+                                rx.kind == SDP_RX_DISCONN ||
+                                (rx.kind == SDP_RX_ZCOPY && rx.mid == SDP_MID_SRC_AVAIL);
+        if (zc_ && stream_end) {
+            const unsigned adv = zc_status(d).adv_state;
+            if (adv == SDP_ZC_ACTIVE || adv == SDP_ZC_CANCELLING)
+                fail(d.name + ": mid " + std::to_string(rx.mid) +
+                     " did not end our SinkAvail (state " + std::to_string(adv) + ")");
+        }
         // Nothing for the reader (unless it is data, below): the buffer is
         // free again at once, wherever its slot is.
         slot.state = RxState::kConsumed;
@@ -826,11 +2107,14 @@ class World {
             if (d.disconn_rcvd)
                 fail(d.name + ": data accepted after DisConn");
             if (rx.urgent != 0)
-                d.urgent_seen.push_back(d.rx_bytes + rx.payload_len - 1);
+                d.urgent_seen.push_back(d.rx_stream + rx.payload_len - 1);
             d.unread += rx.payload_len;
             d.rx_bytes += rx.payload_len;
+            d.rx_stream += rx.payload_len;
             if (rx.ack_timer != 0)
                 d.ack_timer = true;
+            if (d.offer.present)
+                fail(d.name + ": Data accepted while the SrcAvail before it is not over");
             if (coalesce(d, at, rx)) {
                 d.stats.coalesced++;
                 break;
@@ -845,9 +2129,12 @@ class World {
                 fail(d.name + ": second DisConn accepted");
             d.disconn_rcvd = true;
             // DisConn follows all data: everything the peer wrote is here.
-            if (d.rx_bytes != peer(s).limit || !peer(s).shut)
-                fail(d.name + ": DisConn after " + std::to_string(d.rx_bytes) + " bytes of " +
+            if (d.rx_stream != peer(s).limit || !peer(s).shut)
+                fail(d.name + ": DisConn after " + std::to_string(d.rx_stream) + " bytes of " +
                      std::to_string(peer(s).limit));
+            break;
+        case SDP_RX_ZCOPY:
+            zc_received(s, slot.msg, rx);
             break;
         default:
             fail(d.name + ": unexpected receive kind " + std::to_string(rx.kind));
@@ -884,6 +2171,14 @@ class World {
         Side& d = me(s);
         const Sent sent = d.sends.front();
         d.sends.pop_front();
+        if (sent.ring == Ring::kRdma) {
+            // The writer's buffer is free again (no core event).
+            trace(Ev::kPoll, s, sent.payload, 0);
+            if (!d.zw_active || d.zw_phase != ZcPhase::kWrite)
+                fail(d.name + ": RDMA Write completion with no writer waiting for it");
+            d.zw_completed = true;
+            return;
+        }
         if (sent.ring == Ring::kTx) {
             d.tx.pop_front();
             d.tx_posted--;
@@ -899,8 +2194,12 @@ class World {
     void pump(int s, unsigned extra_opts)
     {
         Side& d = me(s);
-        const unsigned opts =
-            (d.cfg.nodelay ? SDP_TXO_NODELAY : 0) | (d.corked ? SDP_TXO_CORK : 0) | extra_opts;
+        // A zero-copy writer flushing what is queued ahead of its chunk
+        // pushes on every wake-up.
+        const bool flush = d.zw_active && d.zw_phase == ZcPhase::kFlush && !d.cfg.zcopy_skip_flush;
+        const unsigned opts = (d.cfg.nodelay ? SDP_TXO_NODELAY : 0) |
+                              (d.corked ? SDP_TXO_CORK : 0) | (flush ? SDP_TXO_PUSH : 0) |
+                              extra_opts;
         const std::size_t seg_max = sdp_core_seg_max(&d.conn);
         while (!failed_ && tx_queued(d) > 0) {
             const Segment& seg = d.tx[d.tx_posted];
@@ -937,56 +2236,106 @@ class World {
             post(s, Ring::kCtl, SDP_MID_DISCONN, {}, 0);
         } else if (mid == SDP_MID_DATA) {
             post(s, Ring::kCtl, SDP_MID_DATA, {}, 0);
-        } else {
-            fail(d.name + ": control_due returned mid " + std::to_string(mid));
+        } else if (zc_control_owed(s, static_cast<unsigned>(mid))) {
+            post(s, Ring::kCtl, static_cast<unsigned>(mid), {}, 0);
         }
     }
 
     void post(int s, Ring ring, unsigned mid, const Bytes& payload, unsigned flags)
     {
         Side& d = me(s);
+        if (!may_post(s, mid, payload.size()))
+            return;
+        const unsigned hdr = hdr_size(mid);
+        Bytes msg(hdr + payload.size());
+        const int n = sdp_core_tx_build(&d.conn, msg.data(), mid,
+                                        static_cast<unsigned>(payload.size()), flags, posted_rx(s));
+        if (n != static_cast<int>(hdr)) {
+            fail(d.name + ": tx_build of mid " + std::to_string(mid) +
+                 " failed: " + sdp_core_err_name(n));
+            return;
+        }
+        std::copy(payload.begin(), payload.end(), msg.begin() + n);
+        if (mid != SDP_MID_DATA && mid != SDP_MID_DISCONN) {
+            zc_control_sent(s, mid, msg);
+            d.stats.last_credit += sdp_core_tx_credits(&d.conn) == 0 ? 1 : 0;
+        }
+        send(s, ring, mid, std::move(msg), payload.size(), flags);
+    }
+
+    // Messages a side may still send after its DisConn: credit updates and
+    // what a sink says (it still reads).  Not SinkCancelAck: the DisConn
+    // ended the sink's advertisement.
+    static bool after_disconn_ok(unsigned mid, std::size_t payload)
+    {
+        switch (mid) {
+        case SDP_MID_DATA:
+            return payload == 0;
+        case SDP_MID_RDMA_RD_COMPL:
+        case SDP_MID_SEND_SM:
+        case SDP_MID_SINK_AVAIL:
+        case SDP_MID_SINK_AVAIL_CANCEL:
+            return true;
+        default:
+            return false;
+        }
+    }
+
+    bool may_post(int s, unsigned mid, std::size_t payload)
+    {
+        const Side& d = me(s);
         // The credits exist to prevent this: a SEND with no receive buffer
         // waiting for it at the peer (RNR).
         if (true_credits(s) <= 0) {
             fail(d.name + ": RNR: SEND of mid " + std::to_string(mid) + " while " + peer(s).name +
                  " has no free receive buffer for it (core credits " +
                  std::to_string(sdp_core_tx_credits(&d.conn)) + ")");
-            return;
+            return false;
         }
         if (d.disconn_posted && d.disconn_rcvd) {
             fail(d.name + ": mid " + std::to_string(mid) +
                  " posted after both DisConns: nothing is left to say");
-            return;
+            return false;
         }
-        if (d.disconn_posted && (mid != SDP_MID_DATA || !payload.empty())) {
-            fail(d.name + ": mid " + std::to_string(mid) + " with " +
-                 std::to_string(payload.size()) + " bytes posted after DisConn");
-            return;
+        if (d.disconn_posted && !after_disconn_ok(mid, payload)) {
+            fail(d.name + ": mid " + std::to_string(mid) + " with " + std::to_string(payload) +
+                 " bytes posted after DisConn");
+            return false;
         }
-        Bytes msg(SDP_BSDH_SIZE + payload.size());
-        const int n = sdp_core_tx_build(&d.conn, msg.data(), mid,
-                                        static_cast<unsigned>(payload.size()), flags, posted_rx(s));
-        if (n != SDP_BSDH_SIZE) {
-            fail(d.name + ": tx_build of mid " + std::to_string(mid) +
-                 " failed: " + sdp_core_err_name(n));
-            return;
+        // A receive buffer of the peer must hold the whole message.
+        if (hdr_size(mid) + payload > peer(s).cfg.rx_buf_size) {
+            fail(d.name + ": mid " + std::to_string(mid) + " of " +
+                 std::to_string(hdr_size(mid) + payload) + " bytes for " + peer(s).name +
+                 "'s receive buffers of " + std::to_string(peer(s).cfg.rx_buf_size));
+            return false;
         }
-        std::copy(payload.begin(), payload.end(), msg.begin() + n);
-        trace(Ev::kPost, s, payload.size(), mid);
+        return true;
+    }
+
+    // Post a built SEND.
+    void send(int s, Ring ring, unsigned mid, Bytes msg, std::size_t payload, unsigned flags)
+    {
+        Side& d = me(s);
+        trace(Ev::kPost, s, payload, mid);
         if (ring == Ring::kCtl)
             d.ctl_in_flight++;
-        d.sends.push_back({ring, mid, static_cast<unsigned>(payload.size()), SendState::kOnWire});
-        wire(s).push_back(std::move(msg));
+        d.sends.push_back({ring, mid, static_cast<unsigned>(payload), SendState::kOnWire});
+        WireMsg m;
+        m.msg = std::move(msg);
+        wire(s).push_back(std::move(m));
+        sends_on_wire_[s]++;
         d.stats.sends++;
         if (d.disconn_posted)
             d.stats.after_disconn++;
         if (mid == SDP_MID_DISCONN) {
             d.disconn_posted = true;
-        } else if (payload.empty()) {
+        } else if (mid != SDP_MID_DATA) {
+            // zero copy: counted where it is built
+        } else if (payload == 0) {
             d.stats.updates++;
         } else {
             d.stats.data_sends++;
-            d.data_posted += payload.size();
+            d.data_posted += payload;
             if ((flags & SDP_FLAG_OOB_PRES) != 0)
                 d.stats.urgent_sent++;
         }
@@ -1018,6 +2367,8 @@ class World {
                      std::to_string(sdp_core_data_in_flight(&d.conn)) +
                      ", Data SENDs outstanding " + std::to_string(data_out));
             }
+            if (!failed_ && zc_)
+                observe_zc(s);
         }
     }
 
@@ -1026,7 +2377,7 @@ class World {
         for (int s = 0; s < 2; s++) {
             const Side& d = sides_[s];
             if (!d.shut || !d.disconn_posted || !d.eof || !d.tx.empty() || !d.sends.empty() ||
-                d.n_unpolled > 0 || !wire_[s].empty())
+                d.n_unpolled > 0 || !wire_[s].empty() || d.zw_active || d.rd != RdState::kIdle)
                 return false;
         }
         return true;
@@ -1046,6 +2397,21 @@ class World {
                      " (or at other offsets)");
             } else if (sdp_core_control_due(&d.conn, 0, posted_rx(s)) != 0) {
                 fail(d.name + ": a control message is still due at the end");
+            } else if (d.rx_stream != p.limit) {
+                fail(d.name + ": received " + std::to_string(d.rx_stream) + " stream bytes of " +
+                     std::to_string(p.limit));
+            }
+            const sdp_core_zc_status st = zc_status(d);
+            if (st.src_state != SDP_ZC_IDLE || st.adv_state != SDP_ZC_IDLE || st.rsa_left != 0 ||
+                st.rsa_reading != 0 || st.wr_compl_pending != 0 || d.src.live || d.sink.live ||
+                d.offer.present) {
+                fail(d.name + ": zero-copy state left at the end");
+            } else if (d.sms_owed != 0 || d.acks_owed != 0 || d.acks_awaited != 0) {
+                fail(d.name + ": a cancel was never answered (" + std::to_string(d.sms_owed) +
+                     " SendSM, " + std::to_string(d.acks_owed) + " SinkCancelAck owed, " +
+                     std::to_string(d.acks_awaited) + " awaited)");
+            } else if (d.rd_unreported != 0 || d.wr_unreported != 0) {
+                fail(d.name + ": RDMA transfers never reported");
             }
             const unsigned want = SDP_CS_ESTABLISHED | SDP_CS_SHUT_REQUESTED | SDP_CS_DISCONN_SENT |
                                   SDP_CS_DISCONN_RCVD;
@@ -1091,8 +2457,47 @@ class World {
               << (d.disconn_rcvd ? ", DisConn rcvd" : "") << (d.eof ? ", EOF" : "")
               << (d.paused > 0 ? " (reader asleep)" : "") << "\n   stats: writes " << d.stats.writes
               << " sends " << d.stats.sends << " data " << d.stats.data_sends << " updates "
-              << d.stats.updates << " after DisConn " << d.stats.after_disconn << "\n   wire "
-              << d.name << "->" << sides_[1 - s].name << ": " << wire_[s].size() << " messages\n";
+              << d.stats.updates << " after DisConn " << d.stats.after_disconn << "\n";
+            if (c.zcopy_thresh > 0 || d.stats.src_avails + d.stats.sink_avails > 0 ||
+                d.offer.present) {
+                const sdp_core_zc_status st = zc_status(d);
+                static const char* const kPhase[] = {"flush", "rdma-write", "srcavail"};
+                static const char* const kRd[] = {"idle", "rdma-read", "sinkavail"};
+                o << "   zc: thresh " << c.zcopy_thresh << " chunk " << c.zcopy_chunk
+                  << (c.sink_avail ? " sinkavail" : "")
+                  << (c.write_all_before_read ? " write-all-before-read" : "") << "; writer ";
+                if (d.zw_active) {
+                    o << kPhase[static_cast<unsigned>(d.zw_phase)] << " to " << d.zw_end
+                      << (d.zw_cancelled ? " cancelled" : "") << (d.zw_sm ? " SendSM" : "")
+                      << (d.zw_done ? " done" : "");
+                } else {
+                    o << "idle";
+                }
+                o << (d.bcopy_end > d.written ? ", bcopy to " + std::to_string(d.bcopy_end) : "")
+                  << (d.bcopy_budget > 0 ? " budget " + std::to_string(d.bcopy_budget) : "")
+                  << "; src reg " << (d.src.live ? "live" : "dead") << " key " << d.src.rkey << " ["
+                  << d.src.off << "+" << d.src.len << "] read " << d.src.done << "\n       reader "
+                  << kRd[static_cast<unsigned>(d.rd)] << (d.adv_cancelled ? " cancelled" : "")
+                  << (d.reader_waiting ? " waiting" : " not waiting") << "; sink reg "
+                  << (d.sink.live ? "live" : "dead") << " key " << d.sink.rkey << " [" << d.sink.off
+                  << "+" << d.sink.len << "] landed " << d.sink.done << "; offer "
+                  << (d.offer.present ? "" : "none ") << "key " << d.offer.rkey << " read "
+                  << d.offer.read << "/" << d.offer.len << (d.offer.stopped ? " stopped" : "")
+                  << "; owed SendSM " << d.sms_owed << " ack " << d.acks_owed << " awaited "
+                  << d.acks_awaited << "\n       core: src " << st.src_state << " len "
+                  << st.src_len << " acked " << st.src_acked
+                  << (st.src_sink_stopped != 0 ? " sink-stopped" : "") << ", rsa_left "
+                  << st.rsa_left << (st.rsa_reading != 0 ? " reading" : "") << ", adv "
+                  << st.adv_state << " written " << st.adv_written
+                  << (st.psink_usable != 0 ? ", peer sink usable" : "")
+                  << (st.wr_compl_pending != 0 ? ", RdmaWrCompl due" : "") << "\n"
+                  << "       stats: SrcAvail " << d.stats.src_avails << " SinkAvail "
+                  << d.stats.sink_avails << " reads " << d.stats.rdma_reads << "/"
+                  << d.stats.read_bytes << " B writes " << d.stats.rdma_writes << "/"
+                  << d.stats.write_bytes << " B SendSM " << d.stats.send_sms << "\n";
+            }
+            o << "   wire " << d.name << "->" << sides_[1 - s].name << ": " << wire_[s].size()
+              << " messages\n";
         }
         o << "last events (step side event bytes [mid] credits/posted_rx after):\n";
         const std::size_t n = std::min<std::size_t>(trace_pos_, trace_.size());
@@ -1102,8 +2507,17 @@ class World {
               << t.arg;
             if (t.ev == Ev::kPost || t.ev == Ev::kArrive || t.ev == Ev::kPoll || t.ev == Ev::kAck)
                 o << " [0x" << std::hex << t.arg2 << std::dec << "]";
-            if (t.ev == Ev::kWrite && t.arg2 != 0)
-                o << " OOB";
+            if (t.ev == Ev::kWrite && t.arg2 != 0) {
+                static const char* const kHow[] = {"", " OOB", " zcopy", " rest-by-bcopy",
+                                                   " chunk-by-bcopy"};
+                o << kHow[t.arg2];
+            }
+            if (t.ev == Ev::kRead && t.arg2 != 0)
+                o << (t.arg2 == 1 ? " RDMA-Read" : t.arg2 == 2 ? " PEEK-abandon" : " SinkAvail");
+            if (t.ev == Ev::kSignal)
+                o << (t.arg2 == 1 ? " writer" : " reader");
+            if (t.ev == Ev::kZcWrite && t.arg2 != 0)
+                o << (t.arg2 == 1 ? " sink-stopped" : t.arg2 == 2 ? " no-credit" : " too-big");
             o << " c" << t.credits << "/p" << t.posted << "\n";
         }
         return o.str();
@@ -1113,14 +2527,19 @@ class World {
     std::uint64_t seed_;
     Weights w_;
     std::array<Side, 2> sides_;
-    std::array<std::deque<Bytes>, 2> wire_; // [s]: from side s to the other
+    std::array<std::deque<WireMsg>, 2> wire_;    // [s]: from side s to the other
+    std::array<std::size_t, 2> sends_on_wire_{}; // SENDs in wire_[s] (not RDMA Writes)
+    static constexpr unsigned long long kSinkBase = 0x700000000000ull;
+    static constexpr unsigned kFirstKey = 0x100;
+    std::vector<KeyInfo> keys_;
     std::size_t steps_ = 0;
     // Transport events since an application event was last possible.
     static constexpr std::size_t kMaxIdleSteps = 1000;
     std::size_t idle_steps_ = 0;
+    bool zc_ = false; // zero copy in play
     bool failed_ = false;
     std::string error_;
-    std::array<Trace, 40> trace_{};
+    std::array<Trace, 80> trace_{};
     std::size_t trace_pos_ = 0;
 };
 

@@ -67,8 +67,8 @@ class Zcopy : public ::testing::Test {
     {
         Bytes m(SDP_SRC_AVAIL_HDR_SIZE);
         const sdp_core_zc zc{len, rkey, vaddr};
-        const int n = sdp_core_tx_src_avail(from, m.data(), static_cast<unsigned>(m.size()), &zc,
-                                            kPosted);
+        const int n =
+            sdp_core_tx_src_avail(from, m.data(), static_cast<unsigned>(m.size()), &zc, kPosted);
         EXPECT_EQ(n, SDP_SRC_AVAIL_HDR_SIZE) << Err(n);
         return m;
     }
@@ -78,8 +78,8 @@ class Zcopy : public ::testing::Test {
     {
         Bytes m(SDP_SINK_AVAIL_SIZE);
         const sdp_core_zc zc{len, rkey, vaddr};
-        const int n = sdp_core_tx_sink_avail(from, m.data(), static_cast<unsigned>(m.size()), &zc,
-                                             kPosted);
+        const int n =
+            sdp_core_tx_sink_avail(from, m.data(), static_cast<unsigned>(m.size()), &zc, kPosted);
         EXPECT_EQ(n, SDP_SINK_AVAIL_SIZE) << Err(n);
         return m;
     }

@@ -14,8 +14,7 @@
 // loaded; the tier script sets SDP_MODULE (sdp.ko, reloaded at the end) and
 // SDP_KECHO_MODULE (sdp_kecho.ko).  The tests run in order and share the
 // loaded module.
-#include "uapi/sdp.h"
-#include "vm_util.h"
+#include "socket_util.h"
 
 #include <algorithm>
 #include <arpa/inet.h>
@@ -48,49 +47,6 @@ constexpr int kUserPort = 7301;            // our echo server, for the kernel cl
 constexpr int kBusyPort = 7302;
 constexpr const char* kParams = "/sys/module/sdp_kecho/parameters/";
 
-int sdp_family()
-{
-    const auto text = read_file(SDP_FAMILY_SYSFS_PATH);
-    return text ? std::atoi(text->c_str()) : AF_INET_SDP;
-}
-
-sockaddr_in make_addr(const char* ip, int port)
-{
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    inet_pton(AF_INET, ip, &a.sin_addr);
-    return a;
-}
-
-class Fd {
-  public:
-    explicit Fd(int fd = -1) : fd_(fd) {}
-    ~Fd() { reset(); }
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-    Fd(Fd&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
-    Fd& operator=(Fd&& other) noexcept
-    {
-        if (this != &other) {
-            reset();
-            fd_ = other.fd_;
-            other.fd_ = -1;
-        }
-        return *this;
-    }
-    int get() const { return fd_; }
-    void reset()
-    {
-        if (fd_ >= 0)
-            close(fd_);
-        fd_ = -1;
-    }
-
-  private:
-    int fd_;
-};
-
 // Blocking calls give up after this long instead of hanging the tier.
 void set_timeouts(int fd, int seconds)
 {
@@ -100,7 +56,8 @@ void set_timeouts(int fd, int seconds)
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
-Fd sdp_connect(const char* ip, int port)
+// A connection whose blocking calls time out (see set_timeouts()).
+Fd sdp_connect_timed(const char* ip, int port)
 {
     Fd fd(socket(sdp_family(), SOCK_STREAM, 0));
     if (fd.get() < 0) {
@@ -114,49 +71,6 @@ Fd sdp_connect(const char* ip, int port)
         return Fd();
     }
     return fd;
-}
-
-Fd sdp_listener(const char* ip, int port)
-{
-    Fd fd(socket(sdp_family(), SOCK_STREAM, 0));
-    const sockaddr_in a = make_addr(ip, port);
-    if (fd.get() < 0 || bind(fd.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)) != 0 ||
-        listen(fd.get(), 4) != 0) {
-        ADD_FAILURE() << "listener " << ip << ":" << port << ": " << strerror(errno);
-        return Fd();
-    }
-    return fd;
-}
-
-struct ProcLine {
-    std::string local, remote, state;
-};
-
-std::vector<ProcLine> proc_sockets()
-{
-    std::vector<ProcLine> out;
-    std::istringstream in(read_file("/proc/net/sdp").value_or(""));
-    std::string line;
-    std::getline(in, line); // header
-    while (std::getline(in, line)) {
-        std::istringstream ls(line);
-        std::string sl;
-        ProcLine p;
-        if (ls >> sl >> p.local >> p.remote >> p.state)
-            out.push_back(p);
-    }
-    return out;
-}
-
-template <typename Pred> bool eventually(Pred pred, int seconds)
-{
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-    while (std::chrono::steady_clock::now() < end) {
-        if (pred())
-            return true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return pred();
 }
 
 // "key=value" lines of a sdp_kecho parameter file.
@@ -430,7 +344,7 @@ TEST(KernelConsumer, KernelServerEchoesEverySize)
                                        2,
                                        512 * kKiB,
                                        1000};
-    Fd fd = sdp_connect(kAddr, kKernelPort);
+    Fd fd = sdp_connect_timed(kAddr, kKernelPort);
     ASSERT_GE(fd.get(), 0);
     EXPECT_EQ(echo_round_trip(fd.get(), sizes, 1), "");
     // Half-close: the server echoes what is left, then closes.
@@ -455,7 +369,7 @@ TEST(KernelConsumer, KernelServerHandlesConcurrentConnections)
     threads.reserve(kClients);
     for (int i = 0; i < kClients; i++) {
         threads.emplace_back([i, &errors] {
-            Fd fd = sdp_connect(kAddr, kKernelPort);
+            Fd fd = sdp_connect_timed(kAddr, kKernelPort);
             if (fd.get() < 0) {
                 errors[static_cast<size_t>(i)] = "connect failed";
                 return;
@@ -480,7 +394,7 @@ TEST(KernelConsumer, KernelServerSurvivesAReset)
     ASSERT_TRUE(module_loaded("sdp_kecho"));
     const auto before = read_kv("server_stats");
     {
-        Fd fd = sdp_connect(kAddr, kKernelPort);
+        Fd fd = sdp_connect_timed(kAddr, kKernelPort);
         ASSERT_GE(fd.get(), 0);
         const std::vector<uint8_t> data = random_bytes(4 * kMiB, 7);
         std::string err;
@@ -589,7 +503,7 @@ TEST(KernelConsumer, KernelClientSelfTestCatchesACorruptByte)
 TEST(KernelConsumer, UnloadMidTransferReleasesEverySocket)
 {
     ASSERT_TRUE(module_loaded("sdp_kecho"));
-    Fd fd = sdp_connect(kAddr, kKernelPort);
+    Fd fd = sdp_connect_timed(kAddr, kKernelPort);
     ASSERT_GE(fd.get(), 0);
     ASSERT_EQ(send(fd.get(), "ping", 4, 0), 4);
     char buf[8];

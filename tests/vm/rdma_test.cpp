@@ -31,27 +31,6 @@
 namespace sdp::vmtest {
 namespace {
 
-struct ProcLine {
-    std::string local, remote, state;
-    unsigned long long txq = 0, rxq = 0, uid = 0, inode = 0;
-};
-
-std::vector<ProcLine> proc_sockets()
-{
-    std::vector<ProcLine> out;
-    std::istringstream in(read_file("/proc/net/sdp").value_or(""));
-    std::string line;
-    std::getline(in, line); // header
-    while (std::getline(in, line)) {
-        std::istringstream ls(line);
-        std::string sl;
-        ProcLine p;
-        if (ls >> sl >> p.local >> p.remote >> p.state >> p.txq >> p.rxq >> p.uid >> p.inode)
-            out.push_back(p);
-    }
-    return out;
-}
-
 unsigned long long inode_of(int fd)
 {
     struct stat st {};

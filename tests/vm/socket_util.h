@@ -124,7 +124,7 @@ inline std::map<std::string, unsigned long long> counters()
 }
 
 inline unsigned long long counter_delta(const std::map<std::string, unsigned long long>& before,
-                                 const std::string& name)
+                                        const std::string& name)
 {
     const auto now = counters();
     const auto b = before.find(name);
@@ -156,6 +156,28 @@ inline void read_exactly(int fd, size_t n)
         ASSERT_GT(r, 0) << "after " << got << " of " << n << ": " << strerror(errno);
         got += static_cast<size_t>(r);
     }
+}
+
+// The lines of /proc/net/sdp.
+struct ProcLine {
+    std::string local, remote, state;
+    unsigned long long txq = 0, rxq = 0, uid = 0, inode = 0;
+};
+
+inline std::vector<ProcLine> proc_sockets()
+{
+    std::vector<ProcLine> out;
+    std::istringstream in(read_file("/proc/net/sdp").value_or(""));
+    std::string line;
+    std::getline(in, line); // header
+    while (std::getline(in, line)) {
+        std::istringstream ls(line);
+        std::string sl;
+        ProcLine p;
+        if (ls >> sl >> p.local >> p.remote >> p.state >> p.txq >> p.rxq >> p.uid >> p.inode)
+            out.push_back(p);
+    }
+    return out;
 }
 
 } // namespace sdp::vmtest

@@ -208,8 +208,7 @@ TEST_F(ZeroCopy, NonblockingSendsAndThresholdZeroUseBcopy)
     fill(buf, kMiB);
     size_t off = 0;
     while (off < buf.size()) {
-        const ssize_t r =
-            send(p_.client.get(), buf.data() + off, buf.size() - off, MSG_DONTWAIT);
+        const ssize_t r = send(p_.client.get(), buf.data() + off, buf.size() - off, MSG_DONTWAIT);
         if (r < 0) {
             ASSERT_EQ(errno, EAGAIN);
             pollfd pfd{p_.client.get(), POLLOUT, 0};
@@ -425,8 +424,7 @@ TEST_F(ZeroCopy, MixedSizesBothDirections)
             const ssize_t r = recv(fd, buf.data(), n, rng() % 4 == 0 ? MSG_WAITALL : 0);
             ASSERT_GT(r, 0) << strerror(errno);
             for (ssize_t i = 0; i < r; i++)
-                ASSERT_EQ(buf[static_cast<size_t>(i)],
-                          pattern(off + static_cast<size_t>(i), seed))
+                ASSERT_EQ(buf[static_cast<size_t>(i)], pattern(off + static_cast<size_t>(i), seed))
                     << off + static_cast<size_t>(i);
             off += static_cast<size_t>(r);
         }
