@@ -40,7 +40,8 @@ help:
 	@echo "make fuzz         long fuzz run (FUZZ_SECONDS)"
 	@echo "make format | format-check | tidy | sparse"
 	@echo "make bench        SDP against raw verbs, rsockets and TCP in the VM (KVER):"
-	@echo "                  results in build/bench; BENCH_SIZES, BENCH_DURATION, BENCH_ROUNDS"
+	@echo "                  results in build/bench; BENCH_SIZES, BENCH_ZCOPY_SIZES,"
+	@echo "                  BENCH_DURATION, BENCH_ROUNDS"
 	@echo "make demo         boot the VM, move data over AF_INET_SDP on Soft-RoCE, summarise"
 
 deps:
@@ -107,6 +108,7 @@ clean:
 
 # --- benchmark and demo: one boot of KVER each ------------------------------
 BENCH_SIZES ?= 64,1024,16384,65536,262144
+BENCH_ZCOPY_SIZES ?= 65536,262144,1048576,4194304
 BENCH_DURATION ?= 2
 BENCH_ROUNDS ?= 3
 
@@ -118,6 +120,7 @@ BENCH_ROUNDS ?= 3
 bench: userspace module
 	@rc=0; scripts/vm/run.sh -k "$(kver)" -o $(BUILD)/bench/vm -t 900 \
 		tests/vm/bench.sh $(BUILD) --sizes $(BENCH_SIZES) \
+		--zcopy-sizes $(BENCH_ZCOPY_SIZES) \
 		--duration $(BENCH_DURATION) --rounds $(BENCH_ROUNDS) || rc=1; \
 	cat /proc/loadavg > $(BUILD)/bench/vm/host-loadavg 2>/dev/null; \
 	scripts/bench/report.py $(BUILD)/bench/vm $(BUILD)/bench || rc=1; \

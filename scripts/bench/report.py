@@ -8,8 +8,9 @@ a throughput plot.
 
 GUEST_RESULTS_DIR is the guest's results share (raw.csv, notes.txt, logs/);
 OUT_DIR receives results.csv (tool,family,metric,size,value,unit), notes.txt,
-logs/, report.txt (what is printed), throughput.png and latency.png
-(gnuplot; skipped with a message when gnuplot is missing).
+logs/, report.txt (what is printed), throughput.png, latency.png and, when
+the zero-copy sizes were measured, zcopy.png (gnuplot; skipped with a
+message when gnuplot is missing).
 
 The verdicts are a report, not a test: the exit status is 0 whenever
 there was something to report, 1 only when raw.csv is missing or empty.
@@ -27,6 +28,13 @@ GOAL_LAT_SIZE = 64
 GOAL_BW_VS_RAW = 0.9  # SDP stream >= 0.9 x ib_send_bw
 GOAL_BW_VS_RSOCKETS = 1.0  # SDP stream >= rstream
 GOAL_LAT_VS_RAW = 1.2  # SDP round trip <= 1.2 x ib_send_lat round trip
+GOAL_ZC_SIZE = 1 << 20
+GOAL_ZC_VS_READ = 0.95  # SDP zero-copy stream >= 0.95 x ib_read_bw
+# "0 copies": what the CPU copied in SDP per application byte of a
+# zero-copy stream.  The bench's own handshake (a 32 B header, the
+# receiver's result) goes by bcopy, a few bytes per run of megabytes, so
+# "0" means below this, printed with the number itself.
+GOAL_ZC_COPIES = 0.001
 
 # Series: (tool, family) -> column title.
 THROUGHPUT = [
@@ -41,7 +49,21 @@ LATENCY = [
     (("sdp-bench", "inet", "rtt_p50"), "TCP"),
     (("sdp-bench", "sdp", "rtt_p50"), "SDP"),
 ]
+# Zero-copy sizes: the RDMA Read and Write ceilings next to SDP with its
+# default threshold and SDP with zero copy off.
+ZCOPY = [
+    (("ib_read_bw", "verbs", "throughput"), "raw read"),
+    (("ib_write_bw", "verbs", "throughput"), "raw write"),
+    (("ib_send_bw", "verbs", "throughput"), "raw verbs"),
+    (("rstream", "rsockets", "throughput"), "rsockets"),
+    (("sdp-bench", "inet", "throughput"), "TCP"),
+    (("sdp-bench", "sdp-bcopy", "throughput"), "SDP bcopy"),
+    (("sdp-bench", "sdp", "throughput"), "SDP"),
+]
 PLOT_TITLES = {
+    "raw read": "RDMA Read (ib_read_bw -R)",
+    "raw write": "RDMA Write (ib_write_bw -R)",
+    "SDP bcopy": "SDP, zero copy off (SDP_ZCOPY_THRESH 0)",
     "raw verbs": "raw verbs (perftest -R)",
     "rsockets": "rsockets (rstream)",
     "TCP": "TCP (sdp-bench, loopback)",
@@ -112,6 +134,59 @@ def table(title, series, data, sizes, lines):
         line += f"{fmt(ratio(vals['SDP'], vals['rsockets'])):>14}"
         lines.append(line)
     lines.append("")
+
+
+def zcopy_table(data, sizes, lines):
+    """The zero-copy sizes: ceilings, SDP both ways, CPU copies per byte."""
+    get = lambda fam, metric, s: data.get(("sdp-bench", fam, metric), {}).get(s)
+    cols = [name for _, name in ZCOPY]
+    lines.append("Zero copy: stream throughput, MB/s (best run), and CPU copies per byte in SDP")
+    head = f"  {'size':>8}" + "".join(f"{c:>11}" for c in cols)
+    head += f"{'SDP/read':>10}{'SDP/write':>10}{'SDP/bcopy':>10}{'copies/B':>10}{'bcopy c/B':>10}"
+    head += f"{'by zcopy':>9}"
+    lines.append(head)
+    for s in sizes:
+        vals = {name: data.get(key, {}).get(s) for key, name in ZCOPY}
+        line = f"  {size_text(s):>8}" + "".join(f"{fmt(vals[c]):>11}" for c in cols)
+        line += f"{fmt(ratio(vals['SDP'], vals['raw read'])):>10}"
+        line += f"{fmt(ratio(vals['SDP'], vals['raw write'])):>10}"
+        line += f"{fmt(ratio(vals['SDP'], vals['SDP bcopy'])):>10}"
+        line += f"{fmt(get('sdp', 'copies_per_byte', s), 4):>10}"
+        line += f"{fmt(get('sdp-bcopy', 'copies_per_byte', s), 4):>10}"
+        frac = get("sdp", "zcopy_fraction", s)
+        line += f"{'n/a' if frac is None else f'{100 * frac:.1f}%':>9}"
+        lines.append(line)
+    thresh = data.get(("sdp-bench", "sdp", "zcopy_thresh"), {}).get(0)
+    if thresh is not None:
+        lines.append(f"  SDP: net.sdp.zcopy_thresh {thresh:.0f} (sizes at or above it go by zero copy);"
+                     " SDP bcopy: SDP_ZCOPY_THRESH 0.")
+    lines.append("  copies/B: bytes the CPU copied in SDP (cpu_copy_bytes, both ends) per byte"
+                 " received; bcopy copies each byte twice.")
+    lines.append("")
+
+
+def zcopy_copies_goal(data, sizes, lines, sdp_error):
+    """Every zero-copy stream at or above the threshold: no CPU copies."""
+    thresh = data.get(("sdp-bench", "sdp", "zcopy_thresh"), {}).get(0)
+    text = f"zero-copy streams: CPU copies per byte < {GOAL_ZC_COPIES}"
+    if not thresh:
+        lines.append(f"  {text:<48} n/a     (zero copy off in the module)")
+        return
+    worst = None
+    for s in sizes:
+        if s < thresh:
+            continue
+        c = data.get(("sdp-bench", "sdp", "copies_per_byte"), {}).get(s)
+        if c is None:
+            worst = None
+            break
+        worst = c if worst is None else max(worst, c)
+    if worst is None:
+        why = "SDP did not run" if sdp_error else "SDP point or counters missing"
+        lines.append(f"  {text:<48} SHORT   n/a ({why})")
+    else:
+        ok = worst < GOAL_ZC_COPIES
+        lines.append(f"  {text:<48} {'PASS ' if ok else 'SHORT'}   worst {worst:.4f} copies/B")
 
 
 def spread(samples, key, size):
@@ -244,6 +319,11 @@ def main():
     table("Latency, round trip in us (p50; rsockets: mean of rstream; best run)", LATENCY, data,
           lat_sizes, lines)
 
+    zc_sizes = sorted({int(r["size"]) for r in rows
+                       if r["tool"] == "ib_read_bw" and r["metric"] == "throughput"})
+    if zc_sizes:
+        zcopy_table(data, zc_sizes, lines)
+
     bw = lambda key: data.get(key, {}).get(GOAL_BW_SIZE)
     lat = lambda key: data.get(key, {}).get(GOAL_LAT_SIZE)
     sdp_bw = bw(("sdp-bench", "sdp", "throughput"))
@@ -255,6 +335,12 @@ def main():
          bw(("rstream", "rsockets", "throughput")), ">=", GOAL_BW_VS_RSOCKETS, sdp_error)
     goal(lines, f"{size_text(GOAL_LAT_SIZE)} ping-pong latency <= {GOAL_LAT_VS_RAW} x raw send latency",
          sdp_lat, lat(("ib_send_lat", "verbs", "rtt_p50")), "<=", GOAL_LAT_VS_RAW, sdp_error)
+    if zc_sizes:
+        zc = lambda key: data.get(key, {}).get(GOAL_ZC_SIZE)
+        goal(lines, f"{size_text(GOAL_ZC_SIZE)} zero copy >= {GOAL_ZC_VS_READ} x raw RDMA Read",
+             zc(("sdp-bench", "sdp", "throughput")), zc(("ib_read_bw", "verbs", "throughput")),
+             ">=", GOAL_ZC_VS_READ, sdp_error)
+        zcopy_copies_goal(data, zc_sizes, lines, sdp_error)
     runs = []
     for key, name in THROUGHPUT:
         if spread(samples, key, GOAL_BW_SIZE):
@@ -267,25 +353,39 @@ def main():
             runs.append(f"{name} {spread(samples, key, GOAL_LAT_SIZE)} us")
     if runs:
         lines.append(f"  {size_text(GOAL_LAT_SIZE)} round trip, every run: " + "; ".join(runs))
+    runs = []
+    for key, name in ZCOPY:
+        if zc_sizes and spread(samples, key, GOAL_ZC_SIZE):
+            runs.append(f"{name} {spread(samples, key, GOAL_ZC_SIZE)} MB/s")
+    if runs:
+        lines.append(f"  {size_text(GOAL_ZC_SIZE)} zero copy, every run: " + "; ".join(runs))
     lines.append("")
 
     pkts = []
     for tool, fam, label in (("perftest", "verbs", "perftest"), ("rstream", "rsockets", "rstream"),
-                             ("sdp-bench", "inet", "TCP"), ("sdp-bench", "sdp", "SDP")):
+                             ("sdp-bench", "inet", "TCP"), ("sdp-bench", "sdp", "SDP"),
+                             ("sdp-bench", "sdp-bcopy", "SDP bcopy")):
         v = data.get((tool, fam, "rxe_sent_pkts"), {}).get(0)
         if v is not None:
             pkts.append(f"{label} {v:.0f}")
     if pkts:
         lines.append("RDMA packets sent by rxe during each series: " + ", ".join(pkts))
-    other = [n for n in notes if n not in sdp_error]
+    zc_notes = [n for n in notes if n.startswith("zcopy:")]
+    if zc_notes:
+        lines.append("Zero copy did not go as expected:")
+        lines.extend(f"  {n[len('zcopy:'):].strip()}" for n in zc_notes)
+    other = [n for n in notes if n not in sdp_error and n not in zc_notes]
     if other:
-        lines.append("Problems with the reference measurements:")
+        lines.append("Other problems and notes from the run:")
         lines.extend(f"  {n}" for n in other)
     lines.append("")
     plot(out_dir, THROUGHPUT, data, sizes, "MB/s (10^6 B/s)", "throughput",
          "Stream throughput vs message size (Soft-RoCE, TCG guest)", lines)
     plot(out_dir, LATENCY, data, lat_sizes, "round trip (us)", "latency",
          "Ping-pong round trip vs message size (Soft-RoCE, TCG guest)", lines)
+    if zc_sizes:
+        plot(out_dir, ZCOPY, data, zc_sizes, "MB/s (10^6 B/s)", "zcopy",
+             "Zero copy: stream throughput vs message size (Soft-RoCE, TCG guest)", lines)
     lines.append(f"results: {os.path.join(out_dir, 'results.csv')}")
 
     text = "\n".join(lines) + "\n"

@@ -4,28 +4,54 @@
 # VM benchmark (`make bench`): runs inside the guest (scripts/vm/run.sh).
 # One boot measures, over the same Soft-RoCE link (rxe-setup.sh):
 #
-#   raw verbs   ib_send_bw -R / ib_send_lat -R (perftest, RDMA CM): the ceiling
+#   raw verbs   ib_send_bw -R / ib_send_lat -R (perftest, RDMA CM): the ceiling;
+#               for the zero-copy sizes also ib_read_bw -R and ib_write_bw -R,
+#               the ceilings of RDMA Read (SrcAvail) and RDMA Write (SinkAvail)
 #   rsockets    rstream (librdmacm): the RDMA peer
 #   TCP         sdp-bench --family inet
-#   SDP         sdp-bench --family sdp, after insmod sdp.ko; when SDP cannot
-#               run (yet) its points are recorded as n/a with the error and
-#               the bench goes on.
+#   SDP         sdp-bench --family sdp, after insmod sdp.ko, with the module's
+#               default zero-copy threshold (net.sdp.zcopy_thresh: sizes at
+#               or above it go by zero copy); for the zero-copy sizes also
+#               "SDP bcopy" (--zcopy-thresh 0 on both ends: every byte copied).
+#               When SDP cannot run (yet) its points are recorded as n/a with
+#               the error and the bench goes on.
 #
-#   bench.sh BUILD_DIR [--host-build DIR] [--sizes 64,1024,...] [--duration S]
+#   bench.sh BUILD_DIR [--host-build DIR] [--sizes 64,1024,...]
+#                      [--zcopy-sizes 64k,...|none] [--duration S]
 #                      [--rounds N] [--out DIR]
+#
+# --sizes: stream and ping-pong for every tool (default 64 B to 256 KiB);
+# --zcopy-sizes: stream only, RDMA Read/Write ceilings and SDP bcopy as
+# well (default 64 KiB to 4 MiB; sizes missing from --sizes also get raw
+# send, rsockets, TCP and SDP streams).
+#
+# Every SDP run is counted: /proc/net/sdpstats before and after gives the
+# bytes the CPU copied in SDP (cpu_copy_bytes, both ends: they share the
+# guest) and the bytes sent by zero copy, divided by the bytes the
+# application moved (stream: what the receiver got; ping-pong: both ways).
+# bcopy copies each byte twice (send and receive), zero copy never.
 #
 # The tools take turns size by size, so a slow spell of the host (TCG shares
 # its cores with whatever else runs there) hits every tool of a size rather
 # than one tool; then the points the goals use (64 KiB stream, 64 B
-# ping-pong) are measured again, --rounds in all (default 3): the report
-# takes the best of them, interference only ever slows things down.
+# ping-pong, 1 MiB zero-copy stream against the RDMA Read and Write
+# ceilings) are measured again, --rounds in all (default 3): the report
+# takes the best of them, interference only ever slows things down.  The
+# extra rounds are skipped when the bench has run so long that they would
+# risk the guest's watchdog.
 #
 # BUILD_DIR holds the module for the running kernel (kmod/$KVER); sdp-bench
 # is taken from the CMake build in --host-build (default BUILD_DIR/host).
 # Output (default: the results share, /run/sdp-results):
 #   raw.csv    tool,family,metric,size,value,unit, one row per measurement
-#              (value n/a when a point could not be measured)
-#   notes.txt  what failed and why, one line each
+#              (value n/a when a point could not be measured); family sdp is
+#              SDP at the default threshold, sdp-bcopy SDP with zero copy off;
+#              per SDP run also copies_per_byte, zcopy_fraction (sent by zero
+#              copy / moved), zcopy_rdma_reads, zcopy_rdma_writes,
+#              zcopy_fallbacks (pingpong_* for ping-pong runs), and once
+#              zcopy_thresh (size 0)
+#   notes.txt  what failed and why, one line each ("zcopy: ..." when zero
+#              copy did not happen where expected, or happened when off)
 #   logs/      every tool's output
 # scripts/bench/report.py turns that into the table, ratios and plots.
 #
@@ -33,11 +59,12 @@
 # SDP did), 1 when Soft-RoCE or a reference measurement failed.
 set -uo pipefail
 
-usage="usage: bench.sh BUILD_DIR [--host-build DIR] [--sizes LIST] [--duration S] [--rounds N] [--out DIR]"
+usage="usage: bench.sh BUILD_DIR [--host-build DIR] [--sizes LIST] [--zcopy-sizes LIST|none] [--duration S] [--rounds N] [--out DIR]"
 build=${1:?$usage}
 shift
 host_build=$build/host
 sizes=64,1024,16384,65536,262144
+zcopy_sizes=65536,262144,1048576,4194304
 duration=2
 rounds=3
 out=/run/sdp-results
@@ -45,6 +72,7 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--host-build) host_build=$2; shift 2 ;;
 	--sizes) sizes=$2; shift 2 ;;
+	--zcopy-sizes) zcopy_sizes=$2; shift 2 ;;
 	--duration) duration=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
@@ -57,9 +85,23 @@ bench=$host_build/userlib/bench/sdp-bench
 module=$build/kmod/$kver/sdp.ko
 server_addr=10.77.0.1
 IFS=, read -r -a size_list <<< "$sizes"
+zc_list=()
+[ "$zcopy_sizes" = none ] || IFS=, read -r -a zc_list <<< "$zcopy_sizes"
+# Every size once, ascending.
+mapfile -t all_sizes < <(printf '%s\n' "${size_list[@]}" "${zc_list[@]}" | sort -n -u)
+in_list() { # VALUE ELEMENT...: 0 if VALUE is one of the elements
+	local v=$1 e
+	shift
+	for e in "$@"; do [ "$e" = "$v" ] && return 0; done
+	return 1
+}
 # The goal points (scripts/bench/report.py).
 goal_bw_size=65536
 goal_lat_size=64
+goal_zc_size=1048576
+# Past this many seconds the extra rounds are skipped: the guest's watchdog
+# (make bench: 900 s) must never cut the run short.
+round_budget=600
 # sdp-bench ping-pong runs by time; perftest and rstream by count.
 pp_duration=1
 
@@ -171,6 +213,31 @@ ib_bw() { # SIZE TAG
 		ref_failed "ib_send_bw $s B failed: $(why "$logs/$name.client.log")"
 	fi
 }
+# RDMA Read / RDMA Write bandwidth: the client (active side) issues the
+# operations and reports; the server has nothing to count.  By count, not
+# by time: with -D, 128 outstanding 1 MiB operations did not complete one
+# iteration in the measured window on Soft-RoCE under TCG (0 MB/s).
+ib_rdma_bw() { # read|write SIZE TAG
+	local s=$2 tool=ib_$1_bw v='' n
+	local name=$tool-$2$3
+	n=$(awk -v s="$s" -v d="$duration" 'BEGIN {
+		c = int(20 * 1048576 * d / s); if (c < 8) c = 8; if (c > 50000 * d) c = 50000 * d; print c }')
+	if count_pkts perftest pair "$name" "$tool -R -F -d rxe0 -s $s -n $n" \
+		"$tool -R -F -d rxe1 -s $s -n $n $server_addr" $((duration * 4 + 30)); then
+		v=$(bw_of "$s" "$logs/$name.client.log")
+		[ -n "$v" ] || v=$(bw_of "$s" "$logs/$name.server.log")
+	fi
+	if [ -n "$v" ]; then
+		row "$tool" verbs throughput "$s" "$v" MB/s
+	else
+		row "$tool" verbs throughput "$s" n/a MB/s
+		if awk -v s="$s" '$1 == s && $4 == 0 { f = 1 } END { exit !f }' "$logs/$name.client.log"; then
+			ref_failed "$tool $s B: reported 0 MB/s (no operation completed)"
+		else
+			ref_failed "$tool $s B failed: $(why "$logs/$name.client.log")"
+		fi
+	fi
+}
 # ib_send_lat reports half round trips: doubled to round trips.
 ib_lat() { # SIZE TAG
 	local s=$1 name=ib_send_lat-$1$2 n p50='' p99=''
@@ -196,8 +263,11 @@ ib_lat() { # SIZE TAG
 rs_bw() { # SIZE TAG
 	local s=$1 name=rstream-bw-$1$2 count v=''
 	# About `duration` seconds each way at Soft-RoCE-under-TCG rates.
+	# (At least 200 transfers up to 256 KiB, 8 beyond: 200 x 4 MiB would
+	# take minutes.)
 	count=$(awk -v s="$s" -v d="$duration" 'BEGIN {
-		c = int(20 * 1048576 * d / s); if (c < 200) c = 200; if (c > 50000 * d) c = 50000 * d; print c }')
+		c = int(20 * 1048576 * d / s); m = s <= 262144 ? 200 : 8
+		if (c < m) c = m; if (c > 50000 * d) c = 50000 * d; print c }')
 	if count_pkts rstream pair "$name" "rstream -b $server_addr -S $s -C $count -I 1" \
 		"rstream -s $server_addr -S $s -C $count -I 1" $((duration * 4 + 30)); then
 		v=$(awk -v s="$s" '$1 == "custom" && $8 > 0 { printf "%.3f", s / $8 }' "$logs/$name.client.log")
@@ -225,65 +295,133 @@ rs_lat() { # SIZE TAG
 }
 
 # --- sdp-bench: TCP and SDP ---------------------------------------------------
-# One server per family for the whole bench; a client per point.
-declare -A sb_port sb_pid sb_dead
+# One server per series for the whole bench; a client per point.  A series
+# is a family and its options: inet (TCP), sdp (the module's zero-copy
+# threshold), sdp-bcopy (SDP_ZCOPY_THRESH 0 on both ends: zero copy off).
+declare -A sb_port sb_pid sb_dead sb_fam sb_opts
 sb_port[inet]=18520
 sb_port[sdp]=18521
-sb_server() { # FAMILY: start its server; 1 (with the reason noted) if it did not listen
-	local fam=$1
-	local slog=$logs/sdp-bench-$fam.server.log
-	timeout -k 2 3600 "$bench" server --family "$fam" --addr "$server_addr" \
-		--port "${sb_port[$fam]}" > "$slog" 2>&1 &
-	sb_pid[$fam]=$!
+sb_port[sdp-bcopy]=18522
+sb_fam[inet]=inet
+sb_fam[sdp]=sdp
+sb_fam[sdp-bcopy]=sdp
+sb_opts[inet]=
+sb_opts[sdp]=
+sb_opts[sdp-bcopy]="--zcopy-thresh 0"
+sb_server() { # SERIES: start its server; 1 (with the reason noted) if it did not listen
+	local series=$1
+	local slog=$logs/sdp-bench-$series.server.log
+	# shellcheck disable=SC2086
+	timeout -k 2 3600 "$bench" server --family "${sb_fam[$series]}" --addr "$server_addr" \
+		--port "${sb_port[$series]}" ${sb_opts[$series]} > "$slog" 2>&1 &
+	sb_pid[$series]=$!
 	for _ in $(seq 50); do
 		grep -q 'listening on' "$slog" && return 0
-		kill -0 "${sb_pid[$fam]}" 2>/dev/null || break
+		kill -0 "${sb_pid[$series]}" 2>/dev/null || break
 		sleep 0.1
 	done
 	grep -q 'listening on' "$slog" && return 0
-	kill "${sb_pid[$fam]}" 2>/dev/null
-	sb_dead[$fam]="server: $(why "$slog")"
+	kill "${sb_pid[$series]}" 2>/dev/null
+	sb_dead[$series]="server: $(why "$slog")"
 	return 1
 }
-# sb FAMILY MODE SIZE TAG: one client run.  After a failure, the same
-# family and mode are not tried again (a broken SDP would cost a timeout
+
+# The default zero-copy threshold of the loaded module (0: off), read once.
+zc_thresh=0
+stats=/proc/net/sdpstats
+# sdp_counts BEFORE AFTER BYTES: the counters' growth over one run, as
+# "copies_per_byte zcopy_fraction rdma_reads rdma_writes fallbacks": CPU
+# copies in SDP per application byte and the share sent by zero copy.
+sdp_counts() {
+	awk -v moved="$3" '
+		NR == FNR { a[$1] = $2; next }
+		{ d[$1] = $2 - a[$1] }
+		END {
+			fb = 0
+			for (k in d) if (k ~ /^zcopy_fallback_/) fb += d[k]
+			printf "%.4f %.4f %d %d %d\n", d["cpu_copy_bytes"] / moved,
+				d["zcopy_tx_bytes"] / moved, d["zcopy_rdma_reads"],
+				d["zcopy_rdma_writes"], fb
+		}' "$1" "$2"
+}
+# sdp_copies SERIES MODE SIZE OUT BYTES: record the counters of one SDP run
+# (OUT.sdpstats.{before,after}) and say how its bytes went.
+sdp_copies() {
+	local series=$1 mode=$2 s=$3 out=$4 moved=$5 pre='' copies frac reads writes fb want
+	[ -r "$out.sdpstats.before" ] && [ -r "$out.sdpstats.after" ] && [ "$moved" -gt 0 ] || return 0
+	read -r copies frac reads writes fb < <(sdp_counts "$out.sdpstats.before" "$out.sdpstats.after" "$moved")
+	[ -n "$copies" ] || return 0
+	[ "$mode" = pingpong ] && pre=pingpong_
+	row sdp-bench "$series" "${pre}copies_per_byte" "$s" "$copies" copies/B
+	row sdp-bench "$series" "${pre}zcopy_fraction" "$s" "$frac" fraction
+	row sdp-bench "$series" "${pre}zcopy_rdma_reads" "$s" "$reads" count
+	row sdp-bench "$series" "${pre}zcopy_rdma_writes" "$s" "$writes" count
+	row sdp-bench "$series" "${pre}zcopy_fallbacks" "$s" "$fb" count
+	[ "$mode" = stream ] || return 0
+	# Which way the bytes were expected to go: zero copy for the default
+	# series at or above the threshold, bcopy otherwise.
+	want=bcopy
+	[ "$series" = sdp ] && [ "$zc_thresh" -gt 0 ] && [ "$s" -ge "$zc_thresh" ] && want=zcopy
+	echo "bench: $series stream $s B: $(awk -v f="$frac" 'BEGIN { printf "%.1f", 100 * f }')% of the" \
+		"bytes sent by zero copy ($reads RDMA Reads, $writes RDMA Writes, $fb fallbacks)," \
+		"$copies CPU copies per byte in SDP (expected: $want)"
+	if [ $want = zcopy ] && ! awk -v f="$frac" 'BEGIN { exit !(f >= 0.99) }'; then
+		note "zcopy: SDP $s B stream at the default threshold ($zc_thresh) sent only $frac of its bytes by zero copy ($copies copies per byte, $fb fallbacks)"
+	elif [ $want = bcopy ] && [ "$series" = sdp-bcopy ] && ! awk -v f="$frac" 'BEGIN { exit !(f == 0) }'; then
+		note "zcopy: SDP bcopy $s B stream (SDP_ZCOPY_THRESH 0) still sent $frac of its bytes by zero copy"
+	fi
+}
+
+# sb SERIES MODE SIZE TAG: one client run.  After a failure, the same
+# series and mode are not tried again (a broken SDP would cost a timeout
 # per point) and their points are n/a.
 sb() {
-	local fam=$1 mode=$2 s=$3 tag=$4 line err
-	local out=$logs/sdp-bench-$fam-$mode-$s$tag
-	if [ -n "${sb_dead[$fam]:-}" ] || [ -n "${sb_dead[$fam-$mode]:-}" ]; then
+	local series=$1 mode=$2 s=$3 tag=$4 line err moved
+	local fam=${sb_fam[$series]}
+	local out=$logs/sdp-bench-$series-$mode-$s$tag
+	if [ -n "${sb_dead[$series]:-}" ] || [ -n "${sb_dead[$series-$mode]:-}" ]; then
 		line=
 	else
 		local args=(--duration "$duration")
 		[ "$mode" = pingpong ] && args=(--mode pingpong --duration "$pp_duration")
-		if count_pkts "sdp-bench-$fam" timeout -k 2 $((duration + pp_duration + 60)) "$bench" client \
-			--family "$fam" --addr "$server_addr" --port "${sb_port[$fam]}" --sizes "$s" \
-			"${args[@]}" --csv > "$out.csv" 2> "$out.err"; then
+		[ "$fam" = sdp ] && [ -r $stats ] && cat $stats > "$out.sdpstats.before"
+		# shellcheck disable=SC2086
+		if count_pkts "sdp-bench-$series" timeout -k 2 $((duration + pp_duration + 60)) "$bench" client \
+			--family "$fam" --addr "$server_addr" --port "${sb_port[$series]}" --sizes "$s" \
+			${sb_opts[$series]} "${args[@]}" --csv > "$out.csv" 2> "$out.err"; then
 			line=$(grep "^$fam,$mode,$s," "$out.csv")
 		else
 			line=
 			err=$(why "$out.err")
-			sb_dead[$fam-$mode]=$err
+			sb_dead[$series-$mode]=$err
 			if [ "$fam" = sdp ]; then
-				note "SDP $mode $s B failed, no more SDP $mode runs: $err"
+				note "SDP${series#sdp} $mode $s B failed, no more SDP${series#sdp} $mode runs: $err"
 			else
 				ref_failed "sdp-bench $fam $mode $s B failed: $err"
 			fi
 		fi
+		[ "$fam" = sdp ] && [ -r $stats ] && cat $stats > "$out.sdpstats.after"
 	fi
 	# family,mode,size,throughput_MBps,msgs_per_s,p50_us,p99_us,bytes,verified
 	if [ "$mode" = stream ]; then
 		if [ -n "$line" ]; then
-			row sdp-bench "$fam" throughput "$s" "$(cut -d, -f4 <<< "$line")" MB/s
-			row sdp-bench "$fam" msgs_per_s "$s" "$(cut -d, -f5 <<< "$line")" msg/s
+			row sdp-bench "$series" throughput "$s" "$(cut -d, -f4 <<< "$line")" MB/s
+			row sdp-bench "$series" msgs_per_s "$s" "$(cut -d, -f5 <<< "$line")" msg/s
 		else
-			row sdp-bench "$fam" throughput "$s" n/a MB/s
+			row sdp-bench "$series" throughput "$s" n/a MB/s
 		fi
 	elif [ -n "$line" ]; then
-		row sdp-bench "$fam" rtt_p50 "$s" "$(cut -d, -f6 <<< "$line")" us
-		row sdp-bench "$fam" rtt_p99 "$s" "$(cut -d, -f7 <<< "$line")" us
+		row sdp-bench "$series" rtt_p50 "$s" "$(cut -d, -f6 <<< "$line")" us
+		row sdp-bench "$series" rtt_p99 "$s" "$(cut -d, -f7 <<< "$line")" us
 	else
-		row sdp-bench "$fam" rtt_p50 "$s" n/a us
+		row sdp-bench "$series" rtt_p50 "$s" n/a us
+	fi
+	if [ "$fam" = sdp ] && [ -n "$line" ]; then
+		# The bytes the application moved: one way for a stream, both
+		# ways for a ping-pong (the CSV counts what the server received).
+		moved=$(cut -d, -f8 <<< "$line")
+		[ "$mode" = pingpong ] && moved=$((2 * moved))
+		sdp_copies "$series" "$mode" "$s" "$out" "$moved"
 	fi
 }
 
@@ -297,7 +435,7 @@ load_module() {
 }
 
 # --- the run -------------------------------------------------------------------
-echo "bench: kernel $kver, sizes $sizes, ${duration}s per throughput point, $rounds rounds of the goal points"
+echo "bench: kernel $kver, sizes $sizes, zero-copy sizes $zcopy_sizes, ${duration}s per throughput point, $rounds rounds of the goal points"
 if ! scripts/vm/rxe-setup.sh > "$logs/rxe-setup.log" 2>&1; then
 	cat "$logs/rxe-setup.log"
 	note "Soft-RoCE did not come up: no measurement possible"
@@ -305,53 +443,86 @@ if ! scripts/vm/rxe-setup.sh > "$logs/rxe-setup.log" 2>&1; then
 fi
 rdma link show > "$logs/rdma-link.log" 2>&1
 
+sdp_series=(sdp)
+[ ${#zc_list[@]} -gt 0 ] && sdp_series+=(sdp-bcopy)
 have_bench=1
 if [ ! -x "$bench" ]; then
 	ref_failed "sdp-bench not built: $bench"
 	have_bench=0
-	sb_dead[inet]="not built"
-	sb_dead[sdp]="not built"
+	for series in inet "${sdp_series[@]}"; do sb_dead[$series]="not built"; done
 else
 	sb_server inet || ref_failed "sdp-bench TCP ${sb_dead[inet]}"
 fi
 
 sdp_loaded=0
 if [ $have_bench = 1 ]; then
+	why_not=
 	if [ ! -f "$module" ]; then
-		sb_dead[sdp]="$module not built (make module KVER=$kver)"
-		note "SDP: ${sb_dead[sdp]}"
+		why_not="$module not built (make module KVER=$kver)"
 	elif ! load_module "$module" 2> "$logs/insmod.log"; then
-		sb_dead[sdp]="insmod $module failed: $(why "$logs/insmod.log")"
-		note "SDP: ${sb_dead[sdp]}"
+		why_not="insmod $module failed: $(why "$logs/insmod.log")"
+	fi
+	if [ -n "$why_not" ]; then
+		for series in "${sdp_series[@]}"; do sb_dead[$series]=$why_not; done
+		note "SDP: $why_not"
 	else
 		sdp_loaded=1
-		echo "bench: sdp.ko loaded, family $(cat /sys/module/sdp/parameters/family 2>/dev/null)"
-		[ -r /proc/net/sdpstats ] && cat /proc/net/sdpstats > "$logs/sdpstats.before" 2>&1
+		zc_thresh=$(cat /proc/sys/net/sdp/zcopy_thresh 2>/dev/null || echo 0)
+		echo "bench: sdp.ko loaded, family $(cat /sys/module/sdp/parameters/family 2>/dev/null)," \
+			"net.sdp.zcopy_thresh $zc_thresh"
+		row sdp-bench sdp zcopy_thresh 0 "$zc_thresh" bytes
+		[ -r $stats ] && cat $stats > "$logs/sdpstats.before" 2>&1
+		[ -r $stats ] || note "zcopy: $stats missing: CPU copies not counted"
 		sb_server sdp || note "SDP: ${sb_dead[sdp]}"
+		if [ ${#zc_list[@]} -gt 0 ]; then
+			sb_server sdp-bcopy || note "SDP bcopy: ${sb_dead[sdp-bcopy]}"
+		fi
 	fi
 fi
 
-for s in "${size_list[@]}"; do
+for s in "${all_sizes[@]}"; do
+	main=0 zc=0
+	in_list "$s" "${size_list[@]}" && main=1
+	in_list "$s" "${zc_list[@]}" && zc=1
+	# Streams of every series, then (main sizes) the round trips.
 	ib_bw "$s" ""
+	if [ $zc = 1 ]; then
+		ib_rdma_bw read "$s" ""
+		ib_rdma_bw write "$s" ""
+	fi
 	rs_bw "$s" ""
 	sb inet stream "$s" ""
 	sb sdp stream "$s" ""
-	ib_lat "$s" ""
-	rs_lat "$s" ""
-	sb inet pingpong "$s" ""
-	sb sdp pingpong "$s" ""
+	[ $zc = 1 ] && sb sdp-bcopy stream "$s" ""
+	if [ $main = 1 ]; then
+		ib_lat "$s" ""
+		rs_lat "$s" ""
+		sb inet pingpong "$s" ""
+		sb sdp pingpong "$s" ""
+	fi
 	echo "bench: $s B done ($(elapsed))"
 done
+have_zc_goal=0
+in_list $goal_zc_size "${zc_list[@]}" && have_zc_goal=1
 for r in $(seq 2 "$rounds"); do
+	if [ $(($(date +%s) - start)) -gt $round_budget ]; then
+		note "rounds $r to $rounds skipped: the bench had run $(elapsed) (over ${round_budget}s); the goal points have fewer samples"
+		break
+	fi
 	ib_bw $goal_bw_size "-r$r"
 	rs_bw $goal_bw_size "-r$r"
 	sb sdp stream $goal_bw_size "-r$r"
 	ib_lat $goal_lat_size "-r$r"
 	sb sdp pingpong $goal_lat_size "-r$r"
+	if [ $have_zc_goal = 1 ]; then
+		ib_rdma_bw read $goal_zc_size "-r$r"
+		ib_rdma_bw write $goal_zc_size "-r$r"
+		sb sdp stream $goal_zc_size "-r$r"
+	fi
 	echo "bench: goal points, round $r done ($(elapsed))"
 done
 
-for series in perftest rstream sdp-bench-inet sdp-bench-sdp; do
+for series in perftest rstream sdp-bench-inet "${sdp_series[@]/#/sdp-bench-}"; do
 	case $series in
 	perftest) tool=perftest fam=verbs ;;
 	rstream) tool=rstream fam=rsockets ;;
@@ -359,17 +530,21 @@ for series in perftest rstream sdp-bench-inet sdp-bench-sdp; do
 	esac
 	row "$tool" "$fam" rxe_sent_pkts 0 "${pkts[$series]:-0}" packets
 done
-for fam in inet sdp; do
-	if [ -n "${sb_pid[$fam]:-}" ]; then
-		kill "${sb_pid[$fam]}" 2>/dev/null
-		wait "${sb_pid[$fam]}" 2>/dev/null
+for series in inet "${sdp_series[@]}"; do
+	if [ -n "${sb_pid[$series]:-}" ]; then
+		kill "${sb_pid[$series]}" 2>/dev/null
+		wait "${sb_pid[$series]}" 2>/dev/null
 	fi
 done
 if [ $sdp_loaded = 1 ]; then
-	[ -r /proc/net/sdpstats ] && cat /proc/net/sdpstats > "$logs/sdpstats.after" 2>&1
+	[ -r $stats ] && cat $stats > "$logs/sdpstats.after" 2>&1
 	rmmod sdp 2> "$logs/rmmod.log" || note "SDP: rmmod sdp failed: $(why "$logs/rmmod.log")"
 fi
-if [ -n "${sb_dead[sdp]:-}${sb_dead[sdp-stream]:-}${sb_dead[sdp-pingpong]:-}" ]; then
+dead=
+for series in "${sdp_series[@]}"; do
+	dead+="${sb_dead[$series]:-}${sb_dead[$series-stream]:-}${sb_dead[$series-pingpong]:-}"
+done
+if [ -n "$dead" ]; then
 	echo "bench: *** SDP could not be measured (fully); those points are n/a (see notes) ***"
 fi
 echo "bench: done in $(elapsed); $(($(wc -l < "$csv") - 1)) rows in $csv"

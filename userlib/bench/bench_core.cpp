@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -75,9 +76,14 @@ std::string usage()
            "  --quiet                   server: no line per run\n"
            "  --connections N           server: exit after N runs (default: serve forever)\n"
            "  --connect-timeout S       client: retry a refused connect this long (default 10)\n"
+           "  --zcopy-thresh N          sdp: SDP_ZCOPY_THRESH on every socket (server: the\n"
+           "                            accepted ones); 0 turns zero copy off (default: the\n"
+           "                            module's net.sdp.zcopy_thresh)\n"
            "\n"
            "Stream goodput is measured by the receiver (the server) and sent back; MB is\n"
            "10^6 bytes.  Ping-pong reports round-trip percentiles after the warm-up.\n"
+           "With --family sdp each run also reports how its socket moved the bytes (zero\n"
+           "copy or bcopy, getsockopt SDP_STATS): on stdout, or on stderr with --csv.\n"
            "Exit status: 0 ok, 1 run failed (connection, I/O, verification), 2 usage.\n";
 }
 
@@ -231,7 +237,7 @@ ParseResult parse_args(int argc, const char* const* argv)
         } else if (arg == "--family" || arg == "--addr" || arg == "--port" || arg == "--mode" ||
                    arg == "--sizes" || arg == "--duration" || arg == "--bytes" ||
                    arg == "--iterations" || arg == "--warmup" || arg == "--connections" ||
-                   arg == "--connect-timeout") {
+                   arg == "--connect-timeout" || arg == "--zcopy-thresh") {
             if (!need())
                 return fail(arg + " needs a value");
             if (arg == "--family") {
@@ -274,6 +280,16 @@ ParseResult parse_args(int argc, const char* const* argv)
             } else if (arg == "--connect-timeout") {
                 if (!parse_seconds(value, o.connect_timeout_s))
                     return fail("bad --connect-timeout '" + value + "' (positive seconds)");
+            } else if (arg == "--zcopy-thresh") {
+                if (value == "0") {
+                    o.zcopy_thresh = 0;
+                } else {
+                    const auto q = parse_quantity(value);
+                    if (!q || *q > static_cast<std::uint64_t>(INT_MAX))
+                        return fail("bad --zcopy-thresh '" + value +
+                                    "' (bytes, e.g. 64k; 0 turns zero copy off)");
+                    o.zcopy_thresh = static_cast<std::int64_t>(*q);
+                }
             } else if (arg == "--warmup" && value == "0") {
                 o.warmup = 0;
                 o.warmup_given = true;
@@ -313,6 +329,8 @@ ParseResult parse_args(int argc, const char* const* argv)
     if (o.role == Role::kServer &&
         (duration_given || bytes_given || iterations_given || o.warmup_given))
         return fail("the client sets --duration, --bytes, --iterations and --warmup");
+    if (o.zcopy_thresh >= 0 && o.family != Family::kSdp)
+        return fail("--zcopy-thresh is for --family sdp");
     if (o.role == Role::kClient && o.port == 0)
         return fail("the client needs a port other than 0");
     if (o.mode == Mode::kStream && !duration_given && !bytes_given)
@@ -516,6 +534,38 @@ std::string format_csv(const Measurement& m)
     s += ',';
     s += verified_name(m.verified);
     return s;
+}
+
+namespace {
+
+std::string share(std::uint64_t part, std::uint64_t whole)
+{
+    return fmt("%.1f%%",
+               whole != 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0);
+}
+
+} // namespace
+
+std::string format_sdp_stats(const SdpSocketStats& s)
+{
+    std::string out;
+    if (s.tx_bytes != 0 || s.rx_bytes == 0) {
+        out += "sent " + std::to_string(s.tx_bytes) + " B: " + share(s.zc_tx_bytes, s.tx_bytes) +
+               " by zero copy (" + std::to_string(s.src_avail_sent) + " SrcAvail, " +
+               std::to_string(s.rdma_writes) + " RDMA Writes), " +
+               share(s.tx_bcopy_bytes, s.tx_bytes) + " by bcopy";
+    }
+    if (s.rx_bytes != 0) {
+        if (!out.empty())
+            out += "; ";
+        out += "received " + std::to_string(s.rx_bytes) +
+               " B: " + share(s.zc_rx_bytes, s.rx_bytes) + " by zero copy (" +
+               std::to_string(s.sink_avail_sent) + " SinkAvail, " + std::to_string(s.rdma_reads) +
+               " RDMA Reads), " + share(s.rx_bcopy_bytes, s.rx_bytes) + " by bcopy";
+    }
+    if (s.fallbacks != 0)
+        out += "; " + std::to_string(s.fallbacks) + " zero-copy fallbacks to bcopy";
+    return out;
 }
 
 std::string format_human(const Measurement& m, double seconds)

@@ -40,6 +40,9 @@ struct Options {
     bool quiet = false;
     std::uint64_t connections = 0; // server: exit after this many runs (0: never)
     double connect_timeout_s = 10; // client: retry refused connections this long
+    // SDP_ZCOPY_THRESH for every socket (--family sdp only): 0 turns zero
+    // copy off; -1: not given, the module's default (net.sdp.zcopy_thresh).
+    std::int64_t zcopy_thresh = -1;
 };
 
 struct ParseResult {
@@ -123,6 +126,25 @@ struct Measurement {
     std::uint64_t bytes = 0;
     Verified verified = Verified::kOff;
 };
+
+// An SDP socket's transfer counters (getsockopt SDP_STATS, struct
+// sdp_sock_stats in uapi/sdp.h), the part sdp-bench reports.
+struct SdpSocketStats {
+    std::uint64_t tx_bytes = 0;
+    std::uint64_t rx_bytes = 0;
+    std::uint64_t tx_bcopy_bytes = 0;
+    std::uint64_t rx_bcopy_bytes = 0;
+    std::uint64_t zc_tx_bytes = 0;
+    std::uint64_t zc_rx_bytes = 0;
+    std::uint64_t src_avail_sent = 0;
+    std::uint64_t sink_avail_sent = 0;
+    std::uint64_t rdma_writes = 0; // into the peer's SinkAvail
+    std::uint64_t rdma_reads = 0;  // of the peer's SrcAvail
+    std::uint64_t fallbacks = 0;   // zero-copy attempts that ended in bcopy, every reason
+};
+// "sent N B: x% by zero copy (...), y% by bcopy; received ...": the
+// directions that moved bytes.
+std::string format_sdp_stats(const SdpSocketStats& s);
 
 const char* verified_name(Verified v);
 std::string csv_header();

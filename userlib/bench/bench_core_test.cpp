@@ -101,6 +101,25 @@ TEST(ParseArgs, Server)
     EXPECT_TRUE(r.opts.quiet);
 }
 
+TEST(ParseArgs, ZcopyThresh)
+{
+    ParseResult r = parse({"client", "--family", "sdp"});
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.opts.zcopy_thresh, -1); // not given: the module's default
+
+    r = parse({"client", "--zcopy-thresh", "0", "--family", "sdp"}); // any order
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.opts.zcopy_thresh, 0);
+
+    r = parse({"server", "--family=sdp", "--zcopy-thresh=64k"});
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.opts.zcopy_thresh, 65536);
+
+    r = parse({"client", "--family", "sdp", "--zcopy-thresh", "2147483647"});
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.opts.zcopy_thresh, 2147483647);
+}
+
 TEST(ParseArgs, Help)
 {
     for (const auto& args :
@@ -142,6 +161,12 @@ TEST(ParseArgs, Errors)
         {{"server", "--duration", "1"}, "the client sets"},
         {{"client", "--csv=yes"}, "--csv takes no value"},
         {{"client", "--frobnicate"}, "unknown option '--frobnicate'"},
+        {{"client", "--zcopy-thresh", "0"}, "--zcopy-thresh is for --family sdp"},
+        {{"client", "--family", "inet6", "--zcopy-thresh", "1M"}, "is for --family sdp"},
+        {{"client", "--family", "sdp", "--zcopy-thresh", "-1"}, "bad --zcopy-thresh '-1'"},
+        {{"client", "--family", "sdp", "--zcopy-thresh", "2G"}, "bad --zcopy-thresh '2G'"},
+        {{"client", "--family", "sdp", "--zcopy-thresh", "off"}, "bad --zcopy-thresh"},
+        {{"client", "--family", "sdp", "--zcopy-thresh"}, "--zcopy-thresh needs a value"},
     };
     for (const Case& c : cases) {
         const ParseResult r = parse(c.args);
@@ -357,6 +382,37 @@ TEST(Human, MentionsTheNumbers)
     const std::string s = format_human(m, 3.0);
     EXPECT_NE(s.find("inet stream 1024 B: 99.50 MB/s"), std::string::npos) << s;
     EXPECT_NE(s.find("verify FAILED"), std::string::npos) << s;
+}
+
+TEST(SdpStats, SenderByZeroCopy)
+{
+    SdpSocketStats st;
+    st.tx_bytes = 1048576 * 4 + 24;
+    st.zc_tx_bytes = 1048576 * 4;
+    st.tx_bcopy_bytes = 24;
+    st.src_avail_sent = 3;
+    st.rdma_writes = 1;
+    st.rx_bytes = 32;
+    st.rx_bcopy_bytes = 32;
+    EXPECT_EQ(format_sdp_stats(st),
+              "sent 4194328 B: 100.0% by zero copy (3 SrcAvail, 1 RDMA Writes), 0.0% by bcopy; "
+              "received 32 B: 0.0% by zero copy (0 SinkAvail, 0 RDMA Reads), 100.0% by bcopy");
+}
+
+TEST(SdpStats, ReceiverAndFallbacks)
+{
+    SdpSocketStats st;
+    st.rx_bytes = 1000;
+    st.zc_rx_bytes = 750;
+    st.rx_bcopy_bytes = 250;
+    st.sink_avail_sent = 2;
+    st.rdma_reads = 5;
+    st.fallbacks = 1;
+    EXPECT_EQ(format_sdp_stats(st), "received 1000 B: 75.0% by zero copy (2 SinkAvail, 5 RDMA "
+                                    "Reads), 25.0% by bcopy; 1 zero-copy fallbacks to bcopy");
+    // Nothing moved: the sending side, all zero, no division by zero.
+    EXPECT_EQ(format_sdp_stats(SdpSocketStats{}),
+              "sent 0 B: 0.0% by zero copy (0 SrcAvail, 0 RDMA Writes), 0.0% by bcopy");
 }
 
 } // namespace

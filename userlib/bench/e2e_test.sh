@@ -88,4 +88,11 @@ rc=$?
 set -e
 [ $rc = 2 ] || fail "bad option: exit $rc, expected 2"
 grep -q "bad --sizes '0'" "$dir/usage.err" || fail "bad option: unclear message"
+# The zero-copy threshold is an SDP socket option.
+set +e
+"$bench" client --zcopy-thresh 0 > /dev/null 2> "$dir/zcopy.err"
+rc=$?
+set -e
+[ $rc = 2 ] || fail "--zcopy-thresh over TCP: exit $rc, expected 2"
+grep -q -- "--zcopy-thresh is for --family sdp" "$dir/zcopy.err" || fail "--zcopy-thresh over TCP: unclear message"
 echo "sdp-bench e2e over TCP: passed"

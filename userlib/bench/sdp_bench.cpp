@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -160,11 +161,52 @@ class Fd {
     int fd_;
 };
 
+// --zcopy-thresh: SDP_ZCOPY_THRESH on an SDP socket; throws (closing fd)
+// when the module refuses it.
+void apply_zcopy_thresh(int fd, const Options& o)
+{
+    if (o.family != Family::kSdp || o.zcopy_thresh < 0)
+        return;
+    const int v = static_cast<int>(o.zcopy_thresh);
+    if (setsockopt(fd, SOL_SDP, SDP_ZCOPY_THRESH, &v, sizeof v) == 0)
+        return;
+    const int err = errno;
+    close(fd);
+    fail_errno("setsockopt(SOL_SDP, SDP_ZCOPY_THRESH, " + std::to_string(v) +
+                   ") (an sdp.ko without zero copy?)",
+               err);
+}
+
+// This SDP socket's transfer counters; nullopt when the module has none.
+std::optional<SdpSocketStats> sdp_socket_stats(int fd)
+{
+    sdp_sock_stats st{};
+    socklen_t len = sizeof st;
+    if (getsockopt(fd, SOL_SDP, SDP_STATS, &st, &len) != 0 || len < sizeof st)
+        return std::nullopt;
+    SdpSocketStats s;
+    s.tx_bytes = st.tx_bytes;
+    s.rx_bytes = st.rx_bytes;
+    s.tx_bcopy_bytes = st.tx_bcopy_bytes;
+    s.rx_bcopy_bytes = st.rx_bcopy_bytes;
+    s.zc_tx_bytes = st.zc_tx_bytes;
+    s.zc_rx_bytes = st.zc_rx_bytes;
+    s.src_avail_sent = st.src_avail_sent;
+    s.sink_avail_sent = st.sink_avail_sent;
+    s.rdma_writes = st.rdma_writes;
+    s.rdma_reads = st.rdma_reads;
+    s.fallbacks = st.fallback_send_sm + st.fallback_memlock + st.fallback_pin + st.fallback_reg +
+                  st.fallback_peek + st.fallback_no_reader;
+    return s;
+}
+
 int make_socket(const Endpoint& ep, const Options& o)
 {
     const int fd = socket(ep.domain, SOCK_STREAM, 0);
-    if (fd >= 0)
+    if (fd >= 0) {
+        apply_zcopy_thresh(fd, o);
         return fd;
+    }
     const int err = errno;
     std::string msg = "socket(" + ep.family_text + ", SOCK_STREAM)";
     if (o.family == Family::kSdp && (err == EAFNOSUPPORT || err == EINVAL)) {
@@ -420,7 +462,7 @@ std::uint64_t elapsed_ns(Clock::time_point t0, Clock::time_point t1)
 }
 
 // One run on an accepted connection; returns the line to print.
-std::string serve_one(Io& io, int fd)
+std::string serve_one(Io& io, int fd, const Options& o)
 {
     std::uint8_t hbuf[kHeaderLen];
     const std::size_t got = io.recv_all(fd, hbuf, kHeaderLen);
@@ -500,6 +542,10 @@ std::string serve_one(Io& io, int fd)
     if (verify)
         line += r.status == 0 ? ", verify ok"
                               : ", VERIFY FAILED at offset " + std::to_string(r.bad_offset);
+    if (o.family == Family::kSdp) {
+        if (const auto st = sdp_socket_stats(fd))
+            line += "; socket " + format_sdp_stats(*st);
+    }
     return line;
 }
 
@@ -537,7 +583,13 @@ int run_server(const Options& o)
         Fd conn(cfd);
         const std::string who = sockaddr_text(reinterpret_cast<const sockaddr*>(&peer));
         try {
-            const std::string line = serve_one(*io, cfd);
+            // Whether the listener passes it on or not.
+            if (o.family == Family::kSdp && o.zcopy_thresh >= 0) {
+                const int v = static_cast<int>(o.zcopy_thresh);
+                if (setsockopt(cfd, SOL_SDP, SDP_ZCOPY_THRESH, &v, sizeof v) != 0)
+                    fail_errno("setsockopt(SDP_ZCOPY_THRESH) on the accepted socket", errno);
+            }
+            const std::string line = serve_one(*io, cfd, o);
             if (!o.quiet)
                 std::printf("sdp-bench: server: %s: %s\n", who.c_str(), line.c_str());
             if (line.find("VERIFY FAILED") != std::string::npos)
@@ -755,6 +807,16 @@ int run_client(const Options& o)
         else
             std::printf("sdp-bench: %s\n", format_human(m, s).c_str());
         std::fflush(stdout);
+        // How the bytes went (the CSV line keeps its columns: on stderr).
+        if (o.family == Family::kSdp) {
+            const auto st = sdp_socket_stats(fd.get());
+            const std::string what =
+                std::string("sdp-bench: ") + family_name(o.family) + " " + mode_name(o.mode) + " " +
+                std::to_string(size) + " B: socket " +
+                (st ? format_sdp_stats(*st) : "counters unavailable (getsockopt SDP_STATS failed)");
+            std::fprintf(o.csv ? stderr : stdout, "%s\n", what.c_str());
+            std::fflush(o.csv ? stderr : stdout);
+        }
     }
     return 0;
 }
