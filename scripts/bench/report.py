@@ -121,41 +121,39 @@ def size_text(s):
     return f"{s} B"
 
 
-def table(title, series, data, sizes, lines):
+def table(title, series, data, sizes, lines, ratios, extra=()):
+    """One row per size: every series, SDP's ratio to each of ratios
+    [(header, series name)], then the extra columns [(header, width,
+    size -> text)]."""
     cols = [name for _, name in series]
     lines.append(title)
     head = f"  {'size':>8}" + "".join(f"{c:>11}" for c in cols)
-    head += f"{'SDP/raw':>10}{'SDP/rsockets':>14}"
+    head += "".join(f"{h:>{max(10, len(h) + 2)}}" for h, _ in ratios)
+    head += "".join(f"{h:>{w}}" for h, w, _ in extra)
     lines.append(head)
     for s in sizes:
         vals = {name: data.get(key, {}).get(s) for key, name in series}
         line = f"  {size_text(s):>8}" + "".join(f"{fmt(vals[c]):>11}" for c in cols)
-        line += f"{fmt(ratio(vals['SDP'], vals['raw verbs'])):>10}"
-        line += f"{fmt(ratio(vals['SDP'], vals['rsockets'])):>14}"
+        line += "".join(f"{fmt(ratio(vals['SDP'], vals[ref])):>{max(10, len(h) + 2)}}"
+                        for h, ref in ratios)
+        line += "".join(f"{cell(s):>{w}}" for _, w, cell in extra)
         lines.append(line)
-    lines.append("")
 
 
 def zcopy_table(data, sizes, lines):
     """The zero-copy sizes: ceilings, SDP both ways, CPU copies per byte."""
     get = lambda fam, metric, s: data.get(("sdp-bench", fam, metric), {}).get(s)
-    cols = [name for _, name in ZCOPY]
-    lines.append("Zero copy: stream throughput, MB/s (best run), and CPU copies per byte in SDP")
-    head = f"  {'size':>8}" + "".join(f"{c:>11}" for c in cols)
-    head += f"{'SDP/read':>10}{'SDP/write':>10}{'SDP/bcopy':>10}{'copies/B':>10}{'bcopy c/B':>10}"
-    head += f"{'by zcopy':>9}"
-    lines.append(head)
-    for s in sizes:
-        vals = {name: data.get(key, {}).get(s) for key, name in ZCOPY}
-        line = f"  {size_text(s):>8}" + "".join(f"{fmt(vals[c]):>11}" for c in cols)
-        line += f"{fmt(ratio(vals['SDP'], vals['raw read'])):>10}"
-        line += f"{fmt(ratio(vals['SDP'], vals['raw write'])):>10}"
-        line += f"{fmt(ratio(vals['SDP'], vals['SDP bcopy'])):>10}"
-        line += f"{fmt(get('sdp', 'copies_per_byte', s), 4):>10}"
-        line += f"{fmt(get('sdp-bcopy', 'copies_per_byte', s), 4):>10}"
+
+    def share(s):
         frac = get("sdp", "zcopy_fraction", s)
-        line += f"{'n/a' if frac is None else f'{100 * frac:.1f}%':>9}"
-        lines.append(line)
+        return "n/a" if frac is None else f"{100 * frac:.1f}%"
+
+    table("Zero copy: stream throughput, MB/s (best run), and CPU copies per byte in SDP",
+          ZCOPY, data, sizes, lines,
+          [("SDP/read", "raw read"), ("SDP/write", "raw write"), ("SDP/bcopy", "SDP bcopy")],
+          [("copies/B", 10, lambda s: fmt(get("sdp", "copies_per_byte", s), 4)),
+           ("bcopy c/B", 10, lambda s: fmt(get("sdp-bcopy", "copies_per_byte", s), 4)),
+           ("by zcopy", 9, share)])
     thresh = data.get(("sdp-bench", "sdp", "zcopy_thresh"), {}).get(0)
     if thresh is not None:
         lines.append(f"  SDP: net.sdp.zcopy_thresh {thresh:.0f} (sizes at or above it go by zero copy);"
@@ -314,10 +312,13 @@ def main():
             lines.append(f"***   {n}")
         lines.append("*" * 78)
         lines.append("")
+    vs_refs = [("SDP/raw", "raw verbs"), ("SDP/rsockets", "rsockets")]
     table("Throughput, MB/s (stream goodput at the receiver; best run)", THROUGHPUT, data, sizes,
-          lines)
+          lines, vs_refs)
+    lines.append("")
     table("Latency, round trip in us (p50; rsockets: mean of rstream; best run)", LATENCY, data,
-          lat_sizes, lines)
+          lat_sizes, lines, vs_refs)
+    lines.append("")
 
     zc_sizes = sorted({int(r["size"]) for r in rows
                        if r["tool"] == "ib_read_bw" and r["metric"] == "throughput"})
