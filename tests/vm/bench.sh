@@ -204,24 +204,6 @@ perftest_count() { # SIZE
 	awk -v s="$1" -v d="$duration" 'BEGIN {
 		c = int(20 * 1048576 * d / s); if (c < 8) c = 8; if (c > 50000 * d) c = 50000 * d; print c }'
 }
-ib_bw() { # SIZE TAG
-	local s=$1 name=ib_send_bw-$1$2 v='' n
-	n=$(perftest_count "$s")
-	if count_pkts perftest pair "$name" "ib_send_bw -R -F -d rxe0 -s $s -n $n" \
-		"ib_send_bw -R -F -d rxe1 -s $s -n $n $server_addr" $((duration * 4 + 30)); then
-		# The receiver's (server's) average, as for the other tools, else
-		# the sender's (RC: completed sends were acknowledged by the
-		# receiver).
-		v=$(bw_of "$s" "$logs/$name.server.log")
-		[ -n "$v" ] || v=$(bw_of "$s" "$logs/$name.client.log")
-	fi
-	if [ -n "$v" ]; then
-		row ib_send_bw verbs throughput "$s" "$v" MB/s
-	else
-		row ib_send_bw verbs throughput "$s" n/a MB/s
-		perftest_failed ib_send_bw "$s" "$logs/$name.client.log"
-	fi
-}
 # perftest_failed TOOL SIZE LOG: note why a bandwidth point is missing.
 perftest_failed() {
 	if awk -v s="$2" '$1 == s && $4 == 0 { f = 1 } END { exit !f }' "$3"; then
@@ -230,16 +212,19 @@ perftest_failed() {
 		ref_failed "$1 $2 B failed: $(why "$3")"
 	fi
 }
-# RDMA Read / RDMA Write bandwidth: the client (active side) issues the
-# operations and reports; the server has nothing to count.
-ib_rdma_bw() { # read|write SIZE TAG
-	local s=$2 tool=ib_$1_bw v='' n
+# perftest_bw send|read|write SIZE TAG: one ib_*_bw point.  The average of
+# the side that counts first: for sends the receiver (the server), as for
+# the other tools, else the sender (RC: completed sends were acknowledged);
+# RDMA Read and Write are issued and counted by the client (active side).
+perftest_bw() {
+	local s=$2 tool=ib_$1_bw v='' n first=client second=server
 	local name=$tool-$2$3
+	[ "$1" = send ] && first=server second=client
 	n=$(perftest_count "$s")
 	if count_pkts perftest pair "$name" "$tool -R -F -d rxe0 -s $s -n $n" \
 		"$tool -R -F -d rxe1 -s $s -n $n $server_addr" $((duration * 4 + 30)); then
-		v=$(bw_of "$s" "$logs/$name.client.log")
-		[ -n "$v" ] || v=$(bw_of "$s" "$logs/$name.server.log")
+		v=$(bw_of "$s" "$logs/$name.$first.log")
+		[ -n "$v" ] || v=$(bw_of "$s" "$logs/$name.$second.log")
 	fi
 	if [ -n "$v" ]; then
 		row "$tool" verbs throughput "$s" "$v" MB/s
@@ -495,10 +480,10 @@ for s in "${all_sizes[@]}"; do
 	in_list "$s" "${size_list[@]}" && main=1
 	in_list "$s" "${zc_list[@]}" && zc=1
 	# Streams of every series, then (main sizes) the round trips.
-	ib_bw "$s" ""
+	perftest_bw send "$s" ""
 	if [ $zc = 1 ]; then
-		ib_rdma_bw read "$s" ""
-		ib_rdma_bw write "$s" ""
+		perftest_bw read "$s" ""
+		perftest_bw write "$s" ""
 	fi
 	rs_bw "$s" ""
 	sb inet stream "$s" ""
@@ -519,14 +504,14 @@ for r in $(seq 2 "$rounds"); do
 		note "rounds $r to $rounds skipped: the bench had run $(elapsed) (over ${round_budget}s); the goal points have fewer samples"
 		break
 	fi
-	ib_bw $goal_bw_size "-r$r"
+	perftest_bw send $goal_bw_size "-r$r"
 	rs_bw $goal_bw_size "-r$r"
 	sb sdp stream $goal_bw_size "-r$r"
 	ib_lat $goal_lat_size "-r$r"
 	sb sdp pingpong $goal_lat_size "-r$r"
 	if [ $have_zc_goal = 1 ]; then
-		ib_rdma_bw read $goal_zc_size "-r$r"
-		ib_rdma_bw write $goal_zc_size "-r$r"
+		perftest_bw read $goal_zc_size "-r$r"
+		perftest_bw write $goal_zc_size "-r$r"
 		sb sdp stream $goal_zc_size "-r$r"
 	fi
 	echo "bench: goal points, round $r done ($(elapsed))"
