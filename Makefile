@@ -90,6 +90,8 @@ check: unit vm-check
 fuzz: userspace
 	scripts/fuzz-smoke.sh $(HOST_BUILD)/fuzz_wire_decode \
 		tests/fuzz/corpus/wire_decode $(BUILD)/fuzz-artifacts $(FUZZ_SECONDS)
+	scripts/fuzz-smoke.sh $(HOST_BUILD)/fuzz_conn \
+		tests/fuzz/corpus/conn $(BUILD)/fuzz-artifacts $(FUZZ_SECONDS)
 
 CXX_SOURCES = $(shell git ls-files 'kernel/core/*.cpp' 'kernel/core/*.h' ':!kernel/core/sdp_core.h' \
 	'tests/*.cpp' 'tests/*.h' 'userlib/*.cpp' 'userlib/*.h')

@@ -128,6 +128,11 @@ int sdp_core_on_recv(sdp_core_conn* c, const unsigned char* buf, unsigned int by
     return conn(c)->rx(buf, byte_len, out);
 }
 
+void sdp_core_rx_fail(sdp_core_conn* c)
+{
+    conn(c)->rx_fail();
+}
+
 unsigned int sdp_core_state(const sdp_core_conn* c)
 {
     return conn(c)->state();

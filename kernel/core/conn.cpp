@@ -345,6 +345,18 @@ int Connection::control_due(u32 tx_queued, u16 posted_rx) const
 
 int Connection::rx(const u8* buf, u32 byte_len, sdp_core_rx* out)
 {
+    if (state_ & (SDP_CS_ABORTED | SDP_CS_RX_FAILED)) {
+        *out = sdp_core_rx{};
+        return -SDP_CORE_ESTATE;
+    }
+    const int err = rx_checked(buf, byte_len, out);
+    if (err != 0)
+        rx_fail();
+    return err;
+}
+
+int Connection::rx_checked(const u8* buf, u32 byte_len, sdp_core_rx* out)
+{
     *out = sdp_core_rx{};
     if (!(state_ & SDP_CS_ESTABLISHED))
         return -SDP_CORE_ESTATE;
@@ -376,7 +388,8 @@ int Connection::rx(const u8* buf, u32 byte_len, sdp_core_rx* out)
             data_received();
         }
         out->kind = SDP_RX_DATA;
-        out->payload_off = static_cast<u32>(msg.payload - buf);
+        // No payload: no pointer to subtract (a null difference is UB).
+        out->payload_off = msg.payload != nullptr ? static_cast<u32>(msg.payload - buf) : 0;
         out->payload_len = msg.payload_len;
         out->urgent = msg.payload_len && (msg.bsdh.flags & SDP_FLAG_OOB_PRES);
         // A partial message may be the first of a sender's Nagle hold: it

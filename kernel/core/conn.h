@@ -35,7 +35,10 @@ class Connection {
     void shutdown_send() { state_ |= SDP_CS_SHUT_REQUESTED; }
     void ack_request() { ack_requested_ = ack_owed_; }
 
+    // A received message; after a reset (ours or the peer's, or a
+    // protocol error) every message is refused.
     int rx(const u8* buf, u32 byte_len, sdp_core_rx* out);
+    void rx_fail() { state_ |= SDP_CS_RX_FAILED; }
 
     // Zero copy (zcopy.cpp); see sdp_core.h for the protocol.
     int tx_src_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 posted_rx);
@@ -57,6 +60,7 @@ class Connection {
     const CreditLedger& credits() const { return credits_; }
 
   private:
+    int rx_checked(const u8* buf, u32 byte_len, sdp_core_rx* out);
     // Zero-copy transfer states (zcopy.cpp).
     enum class Zc : u8 { kIdle, kActive, kCancelling, kDone };
     // Our SrcAvail (we are the data source).

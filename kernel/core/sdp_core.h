@@ -177,6 +177,16 @@ int sdp_core_on_recv(struct sdp_core_conn *c, const unsigned char *buf,
 #define SDP_CS_DISCONN_SENT 0x04   /* our DisConn is posted */
 #define SDP_CS_DISCONN_RCVD 0x08   /* peer's DisConn arrived */
 #define SDP_CS_ABORTED 0x10	   /* AbortConn sent or received */
+#define SDP_CS_RX_FAILED 0x20	   /* the peer broke the protocol */
+
+/*
+ * After SDP_CS_ABORTED or SDP_CS_RX_FAILED, sdp_core_on_recv() refuses
+ * every message (-SDP_CORE_ESTATE): a reset connection delivers nothing
+ * the peer sends after the reset.  sdp_core_on_recv() sets RX_FAILED
+ * itself on every error; sdp_core_rx_fail() sets it for errors the host
+ * finds (a receive that is no SEND).
+ */
+void sdp_core_rx_fail(struct sdp_core_conn *c);
 
 unsigned int sdp_core_state(const struct sdp_core_conn *c);
 /*

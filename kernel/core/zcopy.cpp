@@ -166,7 +166,11 @@ void Connection::rd_done(u32 n)
         // The read failed (the transport is going down): read no more.
         rsa_.stopped = true;
         send_sm_due_ = true;
-    } else if (rsa_.read == rsa_.len && !rsa_.stopped) {
+    } else if (rsa_.read == rsa_.len) {
+        // Read in full: nothing is left to give up.  Our own abandon
+        // during the read needs no SendSM (the source ends the offer with
+        // the RdmaRdCompl and may send Data next); the SendSM answering a
+        // SrcAvailCancel is already due.
         rsa_ = PeerSrcAvail{};
     } else if (rsa_.stopped) {
         send_sm_due_ = true;

@@ -429,6 +429,12 @@ TEST(ConnSetup, SegMaxIsMinOfPeerRcvAndOwnTxLessBsdh)
 class ConnTx : public ::testing::Test {
   protected:
     void SetUp() override { p_.Connect(); }
+    // A new connected pair: a protocol error leaves a connection dead.
+    void Fresh()
+    {
+        p_ = Pair{};
+        p_.Connect();
+    }
     sdp_core_conn* A() { return &p_.active; }
     sdp_core_conn* P() { return &p_.passive; }
     unsigned Seg() { return sdp_core_seg_max(A()); }
@@ -1112,15 +1118,52 @@ TEST_F(ConnRx, SequenceGapAndReplay)
 {
     sdp_core_rx rx{};
     EXPECT_RC(Recv(A(), Raw(SDP_MID_DATA, 0, 8, 2, 0, 1), &rx), -SDP_CORE_ESEQUENCE) << "gap";
+    EXPECT_EQ(sdp_core_tx_credits(A()), 8u) << "errors change no credits";
+    Fresh();
     EXPECT_RC(Recv(A(), Raw(SDP_MID_DATA, 0, 8, 0, 0, 1), &rx), -SDP_CORE_ESEQUENCE)
         << "mseq 0 is the Hello";
-    EXPECT_EQ(sdp_core_tx_credits(A()), 8u) << "errors change nothing";
+    Fresh();
     ASSERT_RC(Recv(A(), Raw(SDP_MID_DATA, 0, 8, 1, 0, 1), &rx), 0);
     EXPECT_RC(Recv(A(), Raw(SDP_MID_DATA, 0, 8, 1, 0, 1), &rx), -SDP_CORE_ESEQUENCE) << "replay";
+    Fresh();
+    ASSERT_RC(Recv(A(), Raw(SDP_MID_DATA, 0, 8, 1, 0, 1), &rx), 0);
     EXPECT_RC(Recv(A(), Raw(SDP_MID_DATA, 0, 8, 0xffffffffu, 0, 1), &rx), -SDP_CORE_ESEQUENCE);
+    Fresh();
+    ASSERT_RC(Recv(A(), Raw(SDP_MID_DATA, 0, 8, 1, 0, 1), &rx), 0);
     EXPECT_RC(Recv(A(), Raw(SDP_MID_DISCONN, 0, 8, 3, 0), &rx), -SDP_CORE_ESEQUENCE)
         << "control messages are sequenced too";
-    EXPECT_RC(Recv(A(), Raw(SDP_MID_DATA, 0, 8, 2, 0, 1), &rx), 0);
+}
+
+TEST_F(ConnRx, NothingIsAcceptedAfterAProtocolError)
+{
+    sdp_core_rx rx{};
+    EXPECT_RC(Recv(A(), Raw(SDP_MID_DATA, 0, 8, 2, 0, 1), &rx), -SDP_CORE_ESEQUENCE);
+    EXPECT_NE(sdp_core_state(A()) & SDP_CS_RX_FAILED, 0u);
+    // The next message in sequence would have been fine: the connection is
+    // reset, and what the peer sends after the violation is not delivered.
+    EXPECT_RC(Recv(A(), Raw(SDP_MID_DATA, 0, 8, 1, 0, 1), &rx), -SDP_CORE_ESTATE);
+    EXPECT_EQ(rx.payload_len, 0u);
+    EXPECT_RC(Recv(A(), Raw(SDP_MID_DATA, 0, 8, 2, 0, 1), &rx), -SDP_CORE_ESTATE);
+}
+
+TEST_F(ConnRx, NothingIsAcceptedAfterAnAbort)
+{
+    sdp_core_rx rx{};
+    ASSERT_RC(Recv(A(), Raw(SDP_MID_ABORT_CONN, 0, 8, 1, 0), &rx), 0);
+    EXPECT_EQ(rx.kind, unsigned{SDP_RX_ABORT});
+    EXPECT_RC(Recv(A(), Raw(SDP_MID_DATA, 0, 8, 2, 0, 1), &rx), -SDP_CORE_ESTATE)
+        << "Data after the peer's AbortConn";
+
+    Fresh();
+    sdp_core_rx_fail(A());
+    EXPECT_RC(Recv(A(), Raw(SDP_MID_DATA, 0, 8, 1, 0, 1), &rx), -SDP_CORE_ESTATE)
+        << "after an error the host found (a receive that is no SEND)";
+
+    Fresh();
+    unsigned char hdr[kBsdh];
+    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_ABORT_CONN, 0, 0, 8), int{kBsdh});
+    EXPECT_RC(Recv(A(), Raw(SDP_MID_DATA, 0, 8, 1, 0, 1), &rx), -SDP_CORE_ESTATE)
+        << "after our own AbortConn";
 }
 
 TEST_F(ConnRx, AckFromTheFuture)
@@ -1128,10 +1171,14 @@ TEST_F(ConnRx, AckFromTheFuture)
     sdp_core_rx rx{};
     EXPECT_RC(Recv(A(), Raw(SDP_MID_DATA, 0, 8, 1, 1), &rx), -SDP_CORE_ESEQUENCE)
         << "we have sent nothing";
+    Fresh();
     SendData(1);
     SendData(1);
     EXPECT_RC(Recv(A(), Raw(SDP_MID_DATA, 0, 8, 1, 3), &rx), -SDP_CORE_ESEQUENCE);
     EXPECT_EQ(sdp_core_tx_credits(A()), 6u);
+    Fresh();
+    SendData(1);
+    SendData(1);
     EXPECT_RC(Recv(A(), Raw(SDP_MID_DATA, 0, 8, 1, 2), &rx), 0);
     EXPECT_EQ(sdp_core_tx_credits(A()), 8u);
 }
@@ -1143,16 +1190,20 @@ TEST_F(ConnRx, ByteLenMustMatchBsdhLen)
     trailing.push_back(0);
     EXPECT_RC(Recv(A(), trailing, &rx), -SDP_CORE_EMALFORMED)
         << "a SEND carries one message, nothing after it";
+    Fresh();
     Bytes truncated = Raw(SDP_MID_DATA, 0, 8, 1, 0, 4);
     truncated.pop_back();
     EXPECT_RC(Recv(A(), truncated, &rx), -SDP_CORE_EMALFORMED);
+    Fresh();
     EXPECT_RC(Recv(A(), Raw(SDP_MID_DATA, 0, 8, 1, 0, 0, 0, 15), &rx), -SDP_CORE_EMALFORMED)
         << "BSDH.len shorter than a BSDH";
+    Fresh();
     EXPECT_RC(Recv(A(), Bytes(10, 0xff), &rx), -SDP_CORE_EMALFORMED) << "shorter than a BSDH";
+    Fresh();
     Bytes disconn_with_payload = Raw(SDP_MID_DISCONN, 0, 8, 1, 0, 1);
     EXPECT_RC(Recv(A(), disconn_with_payload, &rx), -SDP_CORE_EMALFORMED);
-    EXPECT_EQ(sdp_core_state(A()), unsigned{SDP_CS_ESTABLISHED});
-    EXPECT_RC(Recv(A(), Raw(SDP_MID_DATA, 0, 8, 1, 0, 4), &rx), 0) << "sequence untouched";
+    EXPECT_EQ(sdp_core_state(A()), unsigned{SDP_CS_ESTABLISHED | SDP_CS_RX_FAILED})
+        << "only the failure is recorded";
 }
 
 TEST(ConnRxSizes, LongerThanReceiveBuffer)
@@ -1166,8 +1217,12 @@ TEST(ConnRxSizes, LongerThanReceiveBuffer)
     EXPECT_RC(Recv(&p.active, Raw(SDP_MID_DATA, 0, 8, 1, 0, 64 - kBsdh + 1), &rx),
               -SDP_CORE_ETOOBIG);
     // Even when the bytes beyond BSDH.len were never there.
-    EXPECT_RC(Recv(&p.active, Raw(SDP_MID_DATA, 0, 8, 1, 0, 0, 0, 100), &rx), -SDP_CORE_EMALFORMED);
-    EXPECT_RC(Recv(&p.active, Raw(SDP_MID_DATA, 0, 8, 1, 0, 64 - kBsdh), &rx), 0);
+    Pair q(s);
+    q.Connect();
+    EXPECT_RC(Recv(&q.active, Raw(SDP_MID_DATA, 0, 8, 1, 0, 0, 0, 100), &rx), -SDP_CORE_EMALFORMED);
+    Pair r(s);
+    r.Connect();
+    EXPECT_RC(Recv(&r.active, Raw(SDP_MID_DATA, 0, 8, 1, 0, 64 - kBsdh), &rx), 0);
     EXPECT_EQ(rx.payload_len, 64u - kBsdh);
 }
 
