@@ -102,7 +102,8 @@ int Connection::tx_src_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 poste
 {
     if (!zc_fits())
         return -SDP_CORE_ETOOBIG;
-    if (!(state_ & SDP_CS_ESTABLISHED) || (state_ & (SDP_CS_SHUT_REQUESTED | SDP_CS_ABORTED)))
+    if (!(state_ & SDP_CS_ESTABLISHED) ||
+        (state_ & (SDP_CS_SHUT_REQUESTED | SDP_CS_ABORTED | SDP_CS_RX_FAILED)))
         return -SDP_CORE_ESTATE;
     if (src_.state != Zc::kIdle || wr_compl_due_ != 0 || !credits_.may_send_data())
         return -SDP_CORE_ESTATE;
@@ -136,7 +137,7 @@ void Connection::src_release()
 int Connection::sink_take(u32 want, sdp_core_zc* out)
 {
     if (!psink_.usable || want == 0 || src_.state != Zc::kIdle || wr_compl_due_ != 0 ||
-        (state_ & (SDP_CS_DISCONN_SENT | SDP_CS_ABORTED)))
+        (state_ & (SDP_CS_DISCONN_SENT | SDP_CS_ABORTED | SDP_CS_RX_FAILED)))
         return 0;
     const u32 n = want < psink_.len ? want : psink_.len;
     *out = sdp_core_zc{n, psink_.rkey, psink_.vaddr};
@@ -147,7 +148,9 @@ int Connection::sink_take(u32 want, sdp_core_zc* out)
 
 int Connection::rd_start(u32 n)
 {
-    if (!rsa_.active || rsa_.stopped || rsa_.reading != 0 || n == 0 || n > rsa_.len - rsa_.read)
+    // A reset connection reads nothing more of what the peer offered.
+    if (!rsa_.active || rsa_.stopped || rsa_.reading != 0 || n == 0 ||
+        n > rsa_.len - rsa_.read || (state_ & (SDP_CS_ABORTED | SDP_CS_RX_FAILED)))
         return -SDP_CORE_ESTATE;
     rsa_.reading = n;
     return 0;
@@ -190,7 +193,7 @@ int Connection::tx_sink_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 post
 {
     if (!zc_fits())
         return -SDP_CORE_ETOOBIG;
-    if (!(state_ & SDP_CS_ESTABLISHED) || (state_ & (SDP_CS_DISCONN_RCVD | SDP_CS_ABORTED)))
+    if (!(state_ & SDP_CS_ESTABLISHED) || (state_ & (SDP_CS_DISCONN_RCVD | SDP_CS_ABORTED | SDP_CS_RX_FAILED)))
         return -SDP_CORE_ESTATE;
     // A stale SinkCancelAck still to come would look like the answer to
     // the next advertisement's cancel.
@@ -228,7 +231,7 @@ void Connection::zc_status(struct sdp_core_zc_status* out) const
     out->src_len = src_.len;
     out->src_acked = src_.acked;
     out->src_sink_stopped = src_.sink_stopped;
-    if (rsa_.active && !rsa_.stopped) {
+    if (rsa_.active && !rsa_.stopped && !(state_ & (SDP_CS_ABORTED | SDP_CS_RX_FAILED))) {
         out->rsa_left = rsa_.len - rsa_.read;
         out->rsa_rkey = rsa_.rkey;
         out->rsa_vaddr = rsa_.vaddr + rsa_.read;
