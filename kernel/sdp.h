@@ -23,6 +23,7 @@
 #include <rdma/rdma_cm.h>
 
 #include "sdp_core.h"
+#include "sdp_wire.h"
 #include "uapi/sdp.h"
 
 /* Socket family registered at load (module parameter `family`). */
@@ -43,6 +44,10 @@ extern int sysctl_sdp_zcopy_chunk;    /* bytes of one registration at most */
 extern int sysctl_sdp_zcopy_cancel_ms; /* bounded wait for a cancel's answer */
 extern int sysctl_sdp_zcopy_fail_reg; /* testing: every registration fails */
 extern int sysctl_sdp_zcopy_sink_wait_ms; /* an offer waits this for a reader */
+extern int sysctl_sdp_max_half_open; /* a listener's connections before RTU */
+extern int sysctl_sdp_max_conns; /* connections with RDMA resources */
+extern int sysctl_sdp_tx_stall_ms; /* a send stuck this long resets */
+extern atomic_t sdp_conns;
 
 /* ---- rings ------------------------------------------------------------------ */
 
@@ -95,7 +100,14 @@ static inline struct sdp_buf *sdp_ring_buf(struct sdp_ring *r, u32 n)
 }
 
 /* wr_id: ring in the top bits, counter below. */
-enum sdp_wr_ring { SDP_WR_RX = 1, SDP_WR_TX = 2, SDP_WR_CTL = 3, SDP_WR_ZC = 4 };
+enum sdp_wr_ring {
+	SDP_WR_RX = 1,
+	SDP_WR_TX = 2,
+	SDP_WR_CTL = 3,
+	SDP_WR_ZC = 4,
+	SDP_WR_KA = 5, /* the keepalive probe: a zero-length RDMA Write */
+	SDP_WR_DRAIN = 6, /* receive queue drain marker (QP in error) */
+};
 #define SDP_WR_ID(ring, n) (((u64)(ring) << 32) | (u32)(n))
 #define SDP_WR_RING(id) ((u32)((id) >> 32))
 
@@ -126,6 +138,22 @@ struct sdp_zc_map {
 	bool reg_posted;	/* the REG_MR went to the device */
 	bool inv_done;		/* the LOCAL_INV completed */
 	int wc_status;		/* first failed completion of the transfer */
+	u32 wr_out;		/* its work requests posted, not completed */
+	bool remote;		/* the peer may access it (SrcAvail, SinkAvail) */
+};
+
+/*
+ * Pages a transfer could not give back because the QP was not known to be
+ * stopped (sdp_zc_kill_qp): teardown unmaps and unpins them after
+ * rdma_destroy_qp(), when no DMA can reach them any more.
+ */
+struct sdp_zc_orphan {
+	struct page **pages;
+	struct scatterlist *sgl;
+	u32 npages;
+	enum dma_data_direction dir;
+	bool mapped;
+	bool user;
 };
 
 /* RDMA resources of one connection, taken from the socket for teardown. */
@@ -139,9 +167,21 @@ struct sdp_res {
 	u32 buf_size;
 	struct ib_mr *zc_mr[2];
 	struct sdp_zc_map *zc_unmap[2]; /* mappings teardown must undo */
+	struct sdp_zc_orphan zc_orphan[2];
+	bool counted; /* in sdp_conns */
 };
 
 /* ---- the socket --------------------------------------------------------- */
+
+/* A CM event recorded by the handler for sdp_cm_work(). */
+struct sdp_cm_ev {
+	struct rdma_cm_id *id;
+	enum rdma_cm_event_type event;
+	int status;
+	bool rej_nobufs; /* REJECTED: the listener had no resources */
+};
+
+#define SDP_CM_EVENTS 16
 
 enum sdp_urg { SDP_URG_NONE, SDP_URG_VALID, SDP_URG_READ };
 
@@ -174,11 +214,18 @@ struct sdp_sock {
 	bool tx_busy;	   /* a zero-copy send owns the transmit side */
 	bool rx_busy;	   /* a zero-copy receive owns the receive side */
 	bool zc_credit_wait; /* a zero-copy send waits for credits */
+	bool ka_probe_out;   /* a keepalive probe is on the send queue */
+	bool drain_posted;   /* the receive drain marker is posted */
+	bool rq_drained;     /* ... and flushed: the responder stopped */
+	bool conn_counted;   /* counted in sdp_conns (net.sdp.max_conns) */
+	bool tx_watch_armed; /* tx_watch_work pending (see sdp_tx.c) */
+	u32 tx_watch_done;   /* send completions when it was armed */
 	int readers_waiting;
 
 	/* Zero copy: MRs (RDMA resources) and registrations (the socket's). */
 	struct ib_mr *zc_mr[2];
 	struct sdp_zc_map zc[2];
+	struct sdp_zc_orphan zc_orphan[2]; /* for teardown, see the type */
 	u32 zc_max_pages;
 	int zcopy_thresh;   /* -1: net.sdp.zcopy_thresh */
 	u32 rsa_avail;	    /* bytes of the peer's SrcAvail not read yet */
@@ -206,12 +253,17 @@ struct sdp_sock {
 	u8 keepalive_probes;
 	unsigned long last_rx_jiffies;
 
-	/* Listening socket. */
+	/* Listening socket (its lock). */
 	int backlog;
 	int pending; /* children connecting, not yet established */
 	struct list_head accept_queue;
-	/* Child: its place in the listener's queue and the listener. */
+	struct list_head half_open; /* pending children, oldest first */
+	/* Child: its place in the listener's queues (the listener's lock)
+	 * and the listener.
+	 */
 	struct list_head accept_node;
+	struct list_head half_open_node;
+	bool evicted; /* reset by the listener for a newer REQ */
 	struct sock *parent;
 
 	/* Addresses (what getsockname/getpeername report). */
@@ -220,11 +272,23 @@ struct sdp_sock {
 
 	struct work_struct cq_work;
 	struct work_struct destroy_work;
+	struct work_struct put_work; /* sdp_sock_put_deferred() */
+	struct work_struct cm_work;  /* CM events, see sdp_cm.c */
+	struct mutex cm_ev_mutex;    /* cm_work vs. purge of a dead id */
+	spinlock_t cm_ev_lock;	     /* the event FIFO and the HelloAck */
+	u32 cm_ev_head;
+	u32 cm_ev_tail;
+	struct sdp_cm_ev cm_ev[SDP_CM_EVENTS];
+	u8 cm_hello_ack[SDP_CM_REP_PRIVATE_DATA];
+	u32 cm_hello_ack_len;
+	atomic_t deferred_puts;
 	struct delayed_work keepalive_work;
 	struct delayed_work fin_work;
 	struct delayed_work ack_work; /* delayed acknowledgement (Nagle) */
 	struct delayed_work zc_grace_work; /* an offer waits for a reader */
+	struct delayed_work tx_watch_work; /* sends that never complete */
 	struct mutex res_lock; /* serialises resource teardown */
+	struct sock *self; /* this sock (a failed clone is a copy: not) */
 	struct list_head list_node; /* /proc/net/sdp */
 };
 
@@ -274,6 +338,7 @@ enum sdp_counter {
 	SDP_CNT_ERR_PROTOCOL,
 	SDP_CNT_ERR_TRANSPORT,
 	SDP_CNT_ERR_RESOURCES,
+	SDP_CNT_HALF_OPEN_EVICTED,
 	SDP_CNT_KEEPALIVE_PROBES,
 	SDP_CNT_CPU_COPY_BYTES,
 	SDP_CNT_ZC_TX_BYTES,
@@ -320,6 +385,8 @@ extern struct proto sdp_proto;
 
 /* sdp_cm.c */
 int sdp_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev);
+void sdp_cm_work(struct work_struct *work);
+void sdp_cm_forget(struct sock *sk, struct rdma_cm_id *id);
 struct rdma_cm_id *sdp_cm_create_id(struct sock *sk);
 void sdp_abort_children(struct sock *listener);
 void sdp_abort(struct sock *sk);
@@ -327,15 +394,29 @@ struct sock *sdp_child_unlink(struct sock *sk);
 void sdp_maybe_disconnect(struct sock *sk);
 void sdp_fin_timeout_work(struct work_struct *work);
 
+/*
+ * Memory of a connection (rings and their bookkeeping): charged to the
+ * active memory cgroup (sdp_create_resources()), and its failure is an
+ * error the connection reports (ENOBUFS), not a kernel warning, nor the
+ * OOM killer of the cgroup or the host (__GFP_NORETRY).
+ */
+#define SDP_GFP_CONN \
+	(GFP_KERNEL | __GFP_ACCOUNT | __GFP_NOWARN | __GFP_NORETRY)
+
 /* sdp_qp.c */
+void sdp_conn_init(struct sock *sk);
 int sdp_create_resources(struct sock *sk, struct rdma_cm_id *id);
 void sdp_destroy_resources(struct sock *sk);
 void sdp_claim_rdma(struct sock *sk, struct sdp_res *res);
 void sdp_free_rdma(struct sock *sk, struct rdma_cm_id *id, struct sdp_res *res);
 void sdp_cq_work(struct work_struct *work);
 bool sdp_poll_cq(struct sock *sk, bool arm);
+void sdp_qp_failed(struct sock *sk);
+int sdp_post_drain_recv(struct sock *sk);
 void sdp_process_completions(struct sock *sk, bool arm);
 void sdp_schedule_destroy(struct sock *sk);
+void sdp_sock_put_deferred(struct sock *sk);
+void sdp_put_work(struct work_struct *work);
 void sdp_destroy_work(struct work_struct *work);
 
 /* sdp_rx.c */
@@ -347,6 +428,7 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags);
 u32 sdp_rx_posted(struct sdp_sock *ssk);
 
 /* sdp_tx.c */
+u64 sdp_send_sge_addr(const struct sdp_buf *b, bool inl);
 int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t len);
 void sdp_tx_complete(struct sock *sk, struct ib_wc *wc);
 void sdp_push(struct sock *sk, unsigned int extra_opts);
@@ -354,11 +436,14 @@ int sdp_send_control(struct sock *sk, unsigned int mid);
 int sdp_post_ctl(struct sock *sk, struct ib_send_wr *before, u8 mid, u32 len);
 u16 sdp_posted(struct sdp_sock *ssk);
 void sdp_keepalive_work(struct work_struct *work);
+void sdp_keepalive_complete(struct sock *sk, struct ib_wc *wc);
+void sdp_tx_watch_work(struct work_struct *work);
 void sdp_reset_keepalive(struct sock *sk);
 void sdp_arm_ack_timer(struct sock *sk);
 void sdp_ack_work(struct work_struct *work);
 
 /* sdp_zcopy.c */
+u64 sdp_zc_iova(u64 dma_iova, u64 random);
 int sdp_zc_alloc(struct sock *sk, struct ib_device *dev, struct ib_pd *pd);
 void sdp_zc_free_maps(struct sock *sk);
 void sdp_zc_complete(struct sock *sk, struct ib_wc *wc);

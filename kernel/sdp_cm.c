@@ -7,23 +7,38 @@
  *
  * CM ids live in the IB port space with IP addressing (the SDP port space
  * is gone from the kernel CM; see Documentation/wire-protocol.md) and in the
- * socket's network namespace.  The event handler runs in process context
- * and takes the socket lock; it never destroys its own id except by
- * returning non-zero after sdp_cm_detach().
+ * socket's network namespace.
+ *
+ * The RDMA CM calls the event handler from its own workers, shared by every
+ * RDMA CM user of the host (NFS/RDMA, nvme-rdma, iSER).  The handler never
+ * sleeps on the socket lock there, which user threads hold across page
+ * faults that a user can stall (FUSE, userfaultfd): it records the event
+ * and sdp_cm_work() handles it under the socket lock on sdp_wq, in order.
+ * The one exception is CONNECT_REQUEST, whose answer (accept or reject) the
+ * CM needs from the handler: it takes only the listener's lock, which user
+ * threads hold for short sections that do not fault (listen, accept, close),
+ * and the lock of a child nobody else knows yet.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/in.h>
 #include <linux/in6.h>
+#include <net/ipv6.h>
 #include <rdma/ib_cm.h>
 #include <rdma/rdma_cm.h>
 
 #include "sdp.h"
 #include "sdp_wire.h"
 
-/* REQ/REP retries and response timeout (CM units) as other ULPs use. */
+/*
+ * REQ/REP retries as other ULPs use.  RNR retries are finite (7 would mean
+ * for ever): a peer that grants credits it has no buffers for gets our
+ * sends retried a few times, then the connection fails (RNR_RETRY_EXC)
+ * instead of wedging the send queue and every AbortConn, DisConn and
+ * invalidation behind it.
+ */
 #define SDP_CM_RETRY 7
-#define SDP_RNR_RETRY 7
+#define SDP_RNR_RETRY 6
 
 struct rdma_cm_id *sdp_cm_create_id(struct sock *sk)
 {
@@ -35,6 +50,13 @@ struct rdma_cm_id *sdp_cm_create_id(struct sock *sk)
 		sock_hold(sk); /* the id's reference, dropped when it dies */
 	return id;
 }
+
+/*
+ * Private data of the REJ of a listener that had no resources (memory, its
+ * cgroup's limit, net.sdp.max_conns) for the connection: the connecting
+ * side reports ENOBUFS, not ECONNREFUSED (there is a listener).
+ */
+static const u8 sdp_rej_nobufs[8] = { 'S', 'D', 'P', 'R', 0, 0, 0, ENOBUFS };
 
 /* Map a CM failure to what TCP reports for the same situation. */
 static int sdp_cm_errno(struct rdma_cm_event *ev)
@@ -72,13 +94,13 @@ static int sdp_cm_errno(struct rdma_cm_event *ev)
 
 /*
  * Take the CM id away from the socket and free the RDMA resources bound to
- * its device.  Returns 1 when the handler must return 1 (the CM then
- * destroys the id), 0 when somebody else already owns the teardown.
+ * its device.  Returns whether this call did it (false: somebody else
+ * already owns the teardown).  The caller then destroys the id and drops
+ * the references: sdp_cm_put_detached().
  */
-static int sdp_cm_detach(struct sock *sk, struct rdma_cm_id *id)
+static bool sdp_cm_detach_res(struct sock *sk, struct rdma_cm_id *id)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
-	struct sock *parent;
 	struct sdp_res res;
 
 	mutex_lock(&ssk->res_lock);
@@ -86,7 +108,7 @@ static int sdp_cm_detach(struct sock *sk, struct rdma_cm_id *id)
 	if (ssk->cm_id != id) {
 		release_sock(sk);
 		mutex_unlock(&ssk->res_lock);
-		return 0;
+		return false;
 	}
 	ssk->cm_id = NULL;
 	ssk->cm_gone = true;
@@ -94,12 +116,33 @@ static int sdp_cm_detach(struct sock *sk, struct rdma_cm_id *id)
 	release_sock(sk);
 	sdp_free_rdma(sk, id, &res);
 	mutex_unlock(&ssk->res_lock);
+	return true;
+}
 
-	/* A connection that died before accept() has nobody else to free it. */
-	parent = sdp_child_unlink(sk);
-	if (parent)
-		sock_put(sk);
-	sock_put(sk); /* the id's reference */
+/*
+ * The id is destroyed (or about to be, by the CM, in the handler): drop its
+ * reference, and a connection that died before accept() has nobody else
+ * to free it.  `deferred` from the CM's handler (see sdp_sock_put_deferred()).
+ */
+static void sdp_cm_put_detached(struct sock *sk, bool deferred)
+{
+	struct sock *parent = sdp_child_unlink(sk);
+	int puts = parent ? 2 : 1;
+
+	while (puts--) {
+		if (deferred)
+			sdp_sock_put_deferred(sk);
+		else
+			sock_put(sk);
+	}
+}
+
+/* In the CM's handler: returns 1 for the CM to destroy the id. */
+static int sdp_cm_detach(struct sock *sk, struct rdma_cm_id *id)
+{
+	if (!sdp_cm_detach_res(sk, id))
+		return 0;
+	sdp_cm_put_detached(sk, true);
 	return 1;
 }
 
@@ -119,7 +162,15 @@ static void sdp_set_addrs(struct sock *sk, struct rdma_cm_id *id)
 		r6->sin6_port = d4->sin_port;
 		ipv6_addr_set_v4mapped(d4->sin_addr.s_addr, &r6->sin6_addr);
 	} else if (dst->sa_family == AF_INET6) {
+		struct sockaddr_in6 *d6 = (struct sockaddr_in6 *)dst;
+
 		memcpy(&ssk->remote, dst, sizeof(struct sockaddr_in6));
+		/* A connection to a link-local peer is bound to its interface,
+		 * as TCP's accepted sockets are (getsockname's scope id).
+		 */
+		if (!sk->sk_bound_dev_if &&
+		    __ipv6_addr_needs_scope_id(__ipv6_addr_type(&d6->sin6_addr)))
+			sk->sk_bound_dev_if = id->route.addr.dev_addr.bound_dev_if;
 	} else {
 		memcpy(&ssk->remote, dst, sizeof(struct sockaddr_in));
 	}
@@ -142,6 +193,7 @@ static int sdp_cm_route_resolved(struct sock *sk, struct rdma_cm_id *id)
 	u8 hello[SDP_CM_REQ_PRIVATE_DATA] = {};
 	int len, err;
 
+	sdp_conn_init(sk);
 	err = sdp_create_resources(sk, id);
 	if (err)
 		return err;
@@ -157,7 +209,7 @@ static int sdp_cm_route_resolved(struct sock *sk, struct rdma_cm_id *id)
 	param.initiator_depth = 1;
 	param.retry_count = SDP_CM_RETRY;
 	param.rnr_retry_count = SDP_RNR_RETRY;
-	return rdma_connect_locked(id, &param);
+	return rdma_connect(id, &param);
 }
 
 static void sdp_connected(struct sock *sk)
@@ -206,8 +258,11 @@ static void sdp_cm_established_passive(struct sock *sk)
 	release_sock(sk);
 
 	lock_sock(parent);
-	sdp_sk(parent)->pending--;
-	if (parent->sk_state == TCP_LISTEN) {
+	if (!ssk->evicted) {
+		sdp_sk(parent)->pending--;
+		list_del_init(&ssk->half_open_node);
+	}
+	if (parent->sk_state == TCP_LISTEN && !ssk->evicted) {
 		list_add_tail(&ssk->accept_node, &sdp_sk(parent)->accept_queue);
 		sk_acceptq_added(parent);
 		queued = true;
@@ -232,6 +287,8 @@ static void sdp_cm_disconnected(struct sock *sk)
 	/* What the peer sent before it disconnected comes first. */
 	while (!sdp_poll_cq(sk, true))
 		;
+	/* Answer the peer's DREQ (a DREP), or it waits for its timeout. */
+	sdp_disconnect(ssk);
 	cs = sdp_core_state(&ssk->core);
 	ssk->qp_error = true;
 	if (sk->sk_state == TCP_CLOSE)
@@ -252,7 +309,57 @@ out:
 		sdp_schedule_destroy(sk);
 }
 
-/* Passive side: a Hello arrived on a listener. */
+/*
+ * The listener is full of connections that never finished their handshake
+ * (a flood of REQs without RTU, as a SYN flood): reset the oldest so that
+ * a new one, maybe legitimate, gets its place.  Listener locked.
+ */
+static bool sdp_evict_half_open(struct sock *parent)
+{
+	struct sdp_sock *pssk = sdp_sk(parent), *old;
+
+	old = list_first_entry_or_null(&pssk->half_open, struct sdp_sock,
+				       half_open_node);
+	if (!old)
+		return false;
+	list_del_init(&old->half_open_node);
+	WRITE_ONCE(old->evicted, true);
+	pssk->pending--;
+	SDP_INC(SDP_CNT_HALF_OPEN_EVICTED);
+	/* Its destroy work resets it and drops the references. */
+	sdp_schedule_destroy(&old->sk);
+	return true;
+}
+
+/*
+ * Room for one more connection on the listener, as TCP's accept queue and
+ * SYN queue give: at most backlog + 1 connections wait for accept(), and
+ * the connections still in their handshake are bounded by the backlog and
+ * net.sdp.max_half_open, the oldest giving way to a new one.
+ */
+static bool sdp_listener_admit(struct sock *parent)
+{
+	struct sdp_sock *pssk = sdp_sk(parent);
+	int half_open_max = READ_ONCE(sysctl_sdp_max_half_open);
+
+	if (sk_acceptq_is_full(parent))
+		return false;
+	while (READ_ONCE(parent->sk_ack_backlog) + pssk->pending >
+		       READ_ONCE(parent->sk_max_ack_backlog) ||
+	       pssk->pending >= half_open_max) {
+		if (!sdp_evict_half_open(parent))
+			return false;
+	}
+	pssk->pending++;
+	return true;
+}
+
+/*
+ * Passive side: a Hello arrived on a listener.  Runs in the CM's context
+ * with the listener's lock (held by user threads only for short, non-
+ * faulting sections: listen, accept, close) and a new child nobody else
+ * knows yet.  The Hello is checked before anything is allocated for it.
+ */
 static int sdp_cm_conn_request(struct sock *parent, struct rdma_cm_id *id,
 			       struct rdma_cm_event *ev)
 {
@@ -267,15 +374,11 @@ static int sdp_cm_conn_request(struct sock *parent, struct rdma_cm_id *id,
 		release_sock(parent);
 		return -ECONNREFUSED; /* the CM rejects and destroys the id */
 	}
-	/* Like TCP's accept queue: at most backlog + 1 waiting connections. */
-	if (sk_acceptq_is_full(parent) ||
-	    READ_ONCE(parent->sk_ack_backlog) + pssk->pending >
-		    READ_ONCE(parent->sk_max_ack_backlog)) {
+	if (!sdp_listener_admit(parent)) {
 		release_sock(parent);
 		SDP_INC(SDP_CNT_ERR_BACKLOG);
 		return -ECONNREFUSED;
 	}
-	pssk->pending++;
 	release_sock(parent);
 
 	sk = sdp_sk_clone(parent);
@@ -291,9 +394,7 @@ static int sdp_cm_conn_request(struct sock *parent, struct rdma_cm_id *id,
 	ssk->cm_id = id;
 	sdp_set_addrs(sk, id);
 	sdp_set_state(sk, TCP_SYN_RECV);
-	err = sdp_create_resources(sk, id);
-	if (err)
-		goto fail;
+	sdp_conn_init(sk);
 	err = sdp_core_on_hello(&ssk->core, ev->param.conn.private_data,
 				ev->param.conn.private_data_len);
 	if (err) {
@@ -303,6 +404,12 @@ static int sdp_cm_conn_request(struct sock *parent, struct rdma_cm_id *id,
 		goto fail;
 	}
 	SDP_INC_RX_MID(SDP_MID_HELLO);
+	err = sdp_create_resources(sk, id);
+	if (err) {
+		rdma_reject(id, sdp_rej_nobufs, sizeof(sdp_rej_nobufs),
+			    IB_CM_REJ_CONSUMER_DEFINED);
+		goto fail;
+	}
 	len = sdp_core_build_hello_ack(&ssk->core, ack, sizeof(ack),
 				       (u16)sdp_rx_posted(ssk));
 	if (len < 0)
@@ -318,6 +425,12 @@ static int sdp_cm_conn_request(struct sock *parent, struct rdma_cm_id *id,
 		goto fail;
 	SDP_INC_TX_MID(SDP_MID_HELLO_ACK);
 	release_sock(sk);
+
+	/* Oldest first, for sdp_evict_half_open(); not if it died already. */
+	lock_sock(parent);
+	if (READ_ONCE(ssk->parent) && !ssk->evicted && !ssk->established_once)
+		list_add_tail(&ssk->half_open_node, &pssk->half_open);
+	release_sock(parent);
 	return 0;
 
 fail:
@@ -333,22 +446,26 @@ undo_pending:
 	return -ENOMEM;
 }
 
-int sdp_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
-{
-	struct sock *sk = id->context;
-	struct sdp_sock *ssk = sdp_sk(sk);
-	int err = 0;
+static void sdp_cm_purge(struct sock *sk, struct rdma_cm_id *id);
 
-	if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST)
-		return sdp_cm_conn_request(sk, id, ev);
+/* One event, under the socket lock (sdp_cm_work()). */
+static void sdp_cm_process(struct sock *sk, const struct sdp_cm_ev *e)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct rdma_cm_id *id = e->id;
+	struct rdma_cm_event ev = {
+		.event = e->event,
+		.status = e->status,
+	};
+	int err = 0;
 
 	lock_sock(sk);
 	if (ssk->cm_id != id) {
 		/* Detached: the socket is tearing this id down. */
 		release_sock(sk);
-		return 0;
+		return;
 	}
-	switch (ev->event) {
+	switch (ev.event) {
 	case RDMA_CM_EVENT_ADDR_RESOLVED:
 		err = rdma_resolve_route(id, sysctl_sdp_connect_timeout_ms);
 		if (err)
@@ -360,35 +477,173 @@ int sdp_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 			err = err == -ENOMEM ? ENOBUFS : ENETUNREACH;
 		break;
 	case RDMA_CM_EVENT_ESTABLISHED:
-		if (ssk->parent)
+		if (ssk->parent) {
 			sdp_cm_established_passive(sk);
-		else
-			err = -sdp_cm_established_active(sk, ev);
+		} else {
+			ev.param.conn.private_data = ssk->cm_hello_ack;
+			ev.param.conn.private_data_len = ssk->cm_hello_ack_len;
+			err = -sdp_cm_established_active(sk, &ev);
+		}
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
 		sdp_cm_disconnected(sk);
 		break;
+	case RDMA_CM_EVENT_REJECTED:
+		if (e->rej_nobufs) {
+			SDP_INC(SDP_CNT_ERR_RESOURCES);
+			err = ENOBUFS;
+			break;
+		}
+		fallthrough;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		err = sdp_cm_errno(&ev);
+		break;
+	default:
+		break;
+	}
+	if (!err) {
+		release_sock(sk);
+		return;
+	}
+
+	/* Fatal for this connection: report and free the RDMA side. */
+	sdp_set_error(sk, err);
+	release_sock(sk);
+	if (sdp_cm_detach_res(sk, id)) {
+		rdma_destroy_id(id);
+		sdp_cm_purge(sk, id);
+		sdp_cm_put_detached(sk, false);
+	}
+}
+
+static bool sdp_cm_pop(struct sdp_sock *ssk, struct sdp_cm_ev *e)
+{
+	bool got = false;
+
+	spin_lock_bh(&ssk->cm_ev_lock);
+	if (ssk->cm_ev_head != ssk->cm_ev_tail) {
+		*e = ssk->cm_ev[ssk->cm_ev_head % SDP_CM_EVENTS];
+		ssk->cm_ev_head++;
+		got = true;
+	}
+	spin_unlock_bh(&ssk->cm_ev_lock);
+	return got;
+}
+
+/* The socket's CM events, in the order the CM reported them. */
+void sdp_cm_work(struct work_struct *work)
+{
+	struct sdp_sock *ssk = container_of(work, struct sdp_sock, cm_work);
+	struct sock *sk = &ssk->sk;
+	struct sdp_cm_ev e;
+
+	/* cm_ev_mutex: an id's events are handled or purged, never both. */
+	mutex_lock(&ssk->cm_ev_mutex);
+	while (sdp_cm_pop(ssk, &e))
+		sdp_cm_process(sk, &e);
+	mutex_unlock(&ssk->cm_ev_mutex);
+	sock_put(sk); /* the reference of the queued work */
+}
+
+/*
+ * Forget the events of an id that rdma_destroy_id() destroyed (no more
+ * come after it): a new id at the same address must not get them.
+ * cm_ev_mutex held (sdp_cm_work()) or taken here.
+ */
+static void __sdp_cm_purge(struct sdp_sock *ssk, struct rdma_cm_id *id)
+{
+	u32 n;
+
+	spin_lock_bh(&ssk->cm_ev_lock);
+	for (n = ssk->cm_ev_head; n != ssk->cm_ev_tail; n++) {
+		struct sdp_cm_ev *e = &ssk->cm_ev[n % SDP_CM_EVENTS];
+
+		if (e->id == id)
+			e->id = NULL; /* matches no socket's id */
+	}
+	spin_unlock_bh(&ssk->cm_ev_lock);
+}
+
+static void sdp_cm_purge(struct sock *sk, struct rdma_cm_id *id)
+{
+	__sdp_cm_purge(sdp_sk(sk), id);
+}
+
+void sdp_cm_forget(struct sock *sk, struct rdma_cm_id *id)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	mutex_lock(&ssk->cm_ev_mutex);
+	__sdp_cm_purge(ssk, id);
+	mutex_unlock(&ssk->cm_ev_mutex);
+}
+
+int sdp_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
+{
+	struct sock *sk = id->context;
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct sdp_cm_ev *e;
+	bool overflow = false;
+
+	switch (ev->event) {
+	case RDMA_CM_EVENT_CONNECT_REQUEST:
+		return sdp_cm_conn_request(sk, id, ev);
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+	case RDMA_CM_EVENT_ESTABLISHED:
+	case RDMA_CM_EVENT_DISCONNECTED:
 	case RDMA_CM_EVENT_ADDR_ERROR:
 	case RDMA_CM_EVENT_ROUTE_ERROR:
 	case RDMA_CM_EVENT_UNREACHABLE:
 	case RDMA_CM_EVENT_REJECTED:
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
-		err = sdp_cm_errno(ev);
 		break;
 	default:
 		/* TIMEWAIT_EXIT, ADDR_CHANGE, ...: nothing to do. */
-		break;
-	}
-	if (!err) {
-		release_sock(sk);
 		return 0;
 	}
 
-	/* Fatal for this connection: report and free the RDMA side. */
-	sdp_set_error(sk, err);
-	release_sock(sk);
-	return sdp_cm_detach(sk, id);
+	spin_lock_bh(&ssk->cm_ev_lock);
+	if (ssk->cm_ev_tail - ssk->cm_ev_head >= SDP_CM_EVENTS) {
+		overflow = true;
+	} else {
+		e = &ssk->cm_ev[ssk->cm_ev_tail % SDP_CM_EVENTS];
+		e->id = id;
+		e->event = ev->event;
+		e->status = ev->status;
+		e->rej_nobufs = ev->event == RDMA_CM_EVENT_REJECTED &&
+				ev->param.conn.private_data &&
+				ev->param.conn.private_data_len >=
+					sizeof(sdp_rej_nobufs) &&
+				!memcmp(ev->param.conn.private_data,
+					sdp_rej_nobufs, sizeof(sdp_rej_nobufs));
+		if (ev->event == RDMA_CM_EVENT_ESTABLISHED) {
+			/* The HelloAck: only valid during this call. */
+			ssk->cm_hello_ack_len =
+				min_t(u32, ev->param.conn.private_data_len,
+				      sizeof(ssk->cm_hello_ack));
+			if (ev->param.conn.private_data)
+				memcpy(ssk->cm_hello_ack,
+				       ev->param.conn.private_data,
+				       ssk->cm_hello_ack_len);
+			else
+				ssk->cm_hello_ack_len = 0;
+		}
+		ssk->cm_ev_tail++;
+	}
+	spin_unlock_bh(&ssk->cm_ev_lock);
+	/* An id has a handful of events in its life: cannot happen. */
+	if (WARN_ON_ONCE(overflow))
+		return 0;
+	sock_hold(sk);
+	if (!queue_work(sdp_wq, &ssk->cm_work))
+		sock_put(sk);
+	return 0;
 }
 
 /*
@@ -409,8 +664,9 @@ struct sock *sdp_child_unlink(struct sock *sk)
 	if (!list_empty(&ssk->accept_node)) {
 		list_del_init(&ssk->accept_node);
 		sk_acceptq_removed(parent);
-	} else if (!ssk->established_once) {
+	} else if (!ssk->established_once && !ssk->evicted) {
 		sdp_sk(parent)->pending--;
+		list_del_init(&ssk->half_open_node);
 	}
 	release_sock(parent);
 	sock_put(parent);
@@ -452,6 +708,8 @@ void sdp_abort(struct sock *sk)
 	} else if (ssk->established_once) {
 		sdp_disconnect(ssk);
 	}
+	/* An offer of the peer is void: a reset connection reads no more. */
+	WRITE_ONCE(ssk->rsa_avail, 0);
 	sock_set_flag(sk, SOCK_DONE);
 	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
 	sdp_set_state(sk, TCP_CLOSE);

@@ -21,6 +21,32 @@ module_param_named(family, sdp_family, int, 0444);
 MODULE_PARM_DESC(family,
 		 "socket family number to register (default 27, AF_INET_SDP)");
 
+/*
+ * Load-time checks of glue decisions that Soft-RoCE cannot catch, because
+ * its DMA addresses are the kernel virtual addresses: an inline send takes
+ * the virtual address, a DMA send the DMA address (review F1); the address
+ * a peer learns for a registration is neither (review F13).
+ */
+static const char *__init sdp_selftest_glue(void)
+{
+	static u8 data[8];
+	struct sdp_buf b = { .data = data, .dma = 0x12345000ULL };
+	u64 iova;
+
+	if (sdp_send_sge_addr(&b, true) != (u64)(uintptr_t)data)
+		return "inline send without the buffer's virtual address";
+	if (sdp_send_sge_addr(&b, false) != b.dma)
+		return "DMA send without the buffer's DMA address";
+	iova = sdp_zc_iova(0xffff888012345678ULL, ~0ULL);
+	if (iova >> 47 || offset_in_page(iova) != 0x678)
+		return "zero-copy address reveals the DMA address";
+	iova = sdp_zc_iova(0x1000ULL + 0xabc, 0);
+	if (!iova || offset_in_page(iova) != 0xabc ||
+	    iova + SDP_ZC_MAX_LEN < iova)
+		return "zero-copy address out of range";
+	return NULL;
+}
+
 static int __init sdp_init(void)
 {
 	const char *failed;
@@ -36,6 +62,11 @@ static int __init sdp_init(void)
 	if (check) {
 		pr_err("protocol core self-check %d failed: %s\n", check,
 		       failed);
+		return -ENOEXEC;
+	}
+	failed = sdp_selftest_glue();
+	if (failed) {
+		pr_err("glue self-check failed: %s\n", failed);
 		return -ENOEXEC;
 	}
 

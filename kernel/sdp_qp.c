@@ -13,11 +13,21 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/delay.h>
+#include <linux/memcontrol.h>
+#include <linux/sched/mm.h>
 #include <linux/version.h>
 #include <linux/slab.h>
 
 #include "sdp.h"
 #include "sdp_wire.h"
+
+/*
+ * Connections holding RDMA resources, host-wide.  Kernel ULP objects are
+ * not charged to the rdma cgroup: net.sdp.max_conns bounds the QPs, CQs
+ * and MRs that SDP takes from devices shared with NFS/RDMA, nvme-rdma and
+ * other users.
+ */
+atomic_t sdp_conns = ATOMIC_INIT(0);
 
 #define SDP_CQ_BATCH 16
 #define SDP_CQ_BUDGET 256
@@ -55,14 +65,14 @@ static int sdp_ring_alloc(struct ib_device *dev, struct sdp_ring *r, u32 count,
 	u32 i;
 
 	memset(r, 0, sizeof(*r));
-	r->bufs = kcalloc(count, sizeof(*r->bufs), GFP_KERNEL);
+	r->bufs = kcalloc(count, sizeof(*r->bufs), SDP_GFP_CONN);
 	if (!r->bufs)
 		return -ENOMEM;
 	r->count = count;
 	for (i = 0; i < count; i++) {
 		struct sdp_buf *b = &r->bufs[i];
 
-		b->data = kmalloc(size, GFP_KERNEL);
+		b->data = kmalloc(size, SDP_GFP_CONN);
 		if (!b->data)
 			return -ENOMEM;
 		b->dma = ib_dma_map_single(dev, b->data, size, dir);
@@ -88,13 +98,78 @@ static void sdp_cq_event_handler(struct ib_event *ev, void *ctx)
 	pr_warn_ratelimited("CQ event %s\n", ib_event_msg(ev->event));
 }
 
+/*
+ * QP events come in atomic context.  COMM_EST: the peer's first SEND
+ * arrived before the CM saw the RTU (lost, or still on its way); tell the
+ * CM, which then establishes the connection instead of timing it out.
+ * The CM id outlives the QP (the QP is destroyed first).
+ */
 static void sdp_qp_event_handler(struct ib_event *ev, void *ctx)
 {
-	if (ev->event != IB_EVENT_COMM_EST)
+	struct sdp_sock *ssk = sdp_sk(ctx);
+	struct rdma_cm_id *id = READ_ONCE(ssk->cm_id);
+
+	switch (ev->event) {
+	case IB_EVENT_COMM_EST:
+		if (id)
+			rdma_notify(id, IB_EVENT_COMM_EST);
+		break;
+	case IB_EVENT_QP_FATAL:
+	case IB_EVENT_QP_REQ_ERR:
+	case IB_EVENT_QP_ACCESS_ERR:
+		/* The QP is in the error state: its work requests flush and
+		 * the flush completions reset the connection.
+		 */
 		pr_debug("QP event %s\n", ib_event_msg(ev->event));
+		break;
+	default:
+		pr_debug("QP event %s\n", ib_event_msg(ev->event));
+		break;
+	}
 }
 
+static int sdp_create_resources_charged(struct sock *sk, struct rdma_cm_id *id);
+
+/* A new connection's protocol state, before its Hello goes or is checked. */
+void sdp_conn_init(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	ssk->buf_size = (u32)READ_ONCE(sysctl_sdp_buf_size);
+	sdp_core_conn_init(&ssk->core, ssk->buf_size, ssk->buf_size);
+}
+
+/*
+ * The connection's RDMA resources (after sdp_conn_init()).  Runs in the
+ * CM's worker, so the rings are charged to the socket's memory cgroup
+ * explicitly (the one of the process that created the socket, or of the
+ * listener for an accepted connection), like TCP's socket memory.  A
+ * failed allocation is an error for the connection (ENOBUFS), never a
+ * warning.
+ */
 int sdp_create_resources(struct sock *sk, struct rdma_cm_id *id)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct mem_cgroup *old_memcg;
+	int err;
+
+	if (ssk->res_ready)
+		return -EINVAL;
+	if (!ssk->conn_counted) {
+		if (atomic_inc_return(&sdp_conns) > READ_ONCE(sysctl_sdp_max_conns)) {
+			atomic_dec(&sdp_conns);
+			SDP_INC(SDP_CNT_ERR_RESOURCES);
+			return -ENOMEM; /* ENOBUFS for connect() */
+		}
+		ssk->conn_counted = true;
+	}
+	old_memcg = set_active_memcg(sk->sk_memcg);
+	err = sdp_create_resources_charged(sk, id);
+	set_active_memcg(old_memcg);
+	return err;
+}
+
+static int sdp_create_resources_charged(struct sock *sk, struct rdma_cm_id *id)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct ib_device *dev = id->device;
@@ -103,12 +178,8 @@ int sdp_create_resources(struct sock *sk, struct rdma_cm_id *id)
 	u32 rx_count, tx_count;
 	int err;
 
-	if (ssk->res_ready)
-		return -EINVAL;
-	ssk->buf_size = (u32)sysctl_sdp_buf_size;
 	rx_count = sdp_ring_count(sk->sk_rcvbuf, ssk->buf_size);
 	tx_count = sdp_ring_count(sk->sk_sndbuf, ssk->buf_size);
-	sdp_core_conn_init(&ssk->core, ssk->buf_size, ssk->buf_size);
 
 	ssk->pd = ib_alloc_pd(dev, 0);
 	if (IS_ERR(ssk->pd)) {
@@ -116,7 +187,7 @@ int sdp_create_resources(struct sock *sk, struct rdma_cm_id *id)
 		ssk->pd = NULL;
 		goto fail;
 	}
-	cqa.cqe = rx_count + tx_count + SDP_CTL_RING + SDP_ZC_WRS + 1;
+	cqa.cqe = rx_count + tx_count + SDP_CTL_RING + SDP_ZC_WRS + 3;
 	cqa.comp_vector = 0;
 	ssk->cq = ib_create_cq(dev, sdp_cq_comp_handler, sdp_cq_event_handler,
 			       sk, &cqa);
@@ -130,8 +201,9 @@ int sdp_create_resources(struct sock *sk, struct rdma_cm_id *id)
 	qpa.qp_context = sk;
 	qpa.send_cq = ssk->cq;
 	qpa.recv_cq = ssk->cq;
-	qpa.cap.max_send_wr = tx_count + SDP_CTL_RING + SDP_ZC_WRS;
-	qpa.cap.max_recv_wr = rx_count;
+	/* + 1: the keepalive probe */
+	qpa.cap.max_send_wr = tx_count + SDP_CTL_RING + SDP_ZC_WRS + 1;
+	qpa.cap.max_recv_wr = rx_count + 1; /* + the drain marker */
 	qpa.cap.max_send_sge = 1;
 	qpa.cap.max_recv_sge = 1;
 	qpa.cap.max_inline_data = sysctl_sdp_inline_thresh;
@@ -237,6 +309,11 @@ void sdp_claim_rdma(struct sock *sk, struct sdp_res *res)
 	memset(&ssk->tx, 0, sizeof(ssk->tx));
 	memset(&ssk->ctl, 0, sizeof(ssk->ctl));
 	sdp_zc_claim(sk, res);
+	ssk->ka_probe_out = false; /* the QP goes with it */
+	ssk->drain_posted = false;
+	ssk->rq_drained = false;
+	res->counted = ssk->conn_counted;
+	ssk->conn_counted = false;
 	if (ssk->res_ready) {
 		WRITE_ONCE(ssk->res_ready, false);
 		WRITE_ONCE(ssk->qp_error, true);
@@ -277,6 +354,8 @@ void sdp_free_rdma(struct sock *sk, struct rdma_cm_id *id, struct sdp_res *res)
 	}
 	if (res->pd)
 		ib_dealloc_pd(res->pd);
+	if (res->counted)
+		atomic_dec(&sdp_conns);
 }
 
 /*
@@ -298,6 +377,8 @@ void sdp_destroy_resources(struct sock *sk)
 		sock_put(sk);
 	if (cancel_delayed_work(&ssk->zc_grace_work))
 		sock_put(sk);
+	if (cancel_delayed_work(&ssk->tx_watch_work))
+		sock_put(sk);
 
 	mutex_lock(&ssk->res_lock);
 	lock_sock(sk);
@@ -310,6 +391,7 @@ void sdp_destroy_resources(struct sock *sk)
 	mutex_unlock(&ssk->res_lock);
 	if (id) {
 		rdma_destroy_id(id);
+		sdp_cm_forget(sk, id);
 		sock_put(sk); /* the id's reference */
 	}
 	ssk->bound = false;
@@ -320,6 +402,30 @@ void sdp_schedule_destroy(struct sock *sk)
 	sock_hold(sk);
 	if (!queue_work(sdp_wq, &sdp_sk(sk)->destroy_work))
 		sock_put(sk);
+}
+
+/*
+ * Drop a reference from a context that returns through module code after
+ * it, the RDMA CM's event handler: the last sock_put() frees the socket
+ * and its module reference, after which rmmod could free the code still
+ * running.  sdp_wq is flushed before the module goes.
+ */
+void sdp_sock_put_deferred(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	atomic_inc(&ssk->deferred_puts);
+	queue_work(sdp_wq, &ssk->put_work);
+}
+
+void sdp_put_work(struct work_struct *work)
+{
+	struct sdp_sock *ssk = container_of(work, struct sdp_sock, put_work);
+	int n = atomic_xchg(&ssk->deferred_puts, 0);
+
+	/* The last put may free ssk, work item included: touch nothing after. */
+	while (n--)
+		sock_put(&ssk->sk);
 }
 
 void sdp_destroy_work(struct work_struct *work)
@@ -336,6 +442,44 @@ void sdp_destroy_work(struct work_struct *work)
 	if (sdp_child_unlink(sk))
 		sock_put(sk);
 	sock_put(sk);
+}
+
+/*
+ * Something that cannot happen on a working QP did (a post failed, a
+ * completion came out of order): the QP is unusable, so the connection is
+ * reset, and everybody waiting hears of it.  Socket lock held.
+ */
+void sdp_qp_failed(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	ssk->qp_error = true;
+	if (!sk->sk_err && sk->sk_state != TCP_CLOSE) {
+		SDP_INC(SDP_CNT_ERR_TRANSPORT);
+		sdp_set_error(sk, ECONNRESET);
+	}
+	sdp_disconnect(ssk);
+	sdp_zc_wake(sk);
+}
+
+/*
+ * After the QP went to the error state: a receive whose flush completion
+ * comes after every receive before it, once the responder has stopped
+ * (ib_drain_rq()'s marker; posting it also makes Soft-RoCE flush).
+ */
+int sdp_post_drain_recv(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct ib_recv_wr wr = { .wr_id = SDP_WR_ID(SDP_WR_DRAIN, 0) };
+	int err;
+
+	if (ssk->drain_posted)
+		return 0;
+	err = ib_post_recv(ssk->qp, &wr, NULL);
+	if (err)
+		return err;
+	ssk->drain_posted = true;
+	return 0;
 }
 
 static void sdp_wc_error(struct sock *sk, struct ib_wc *wc)
@@ -411,6 +555,13 @@ bool sdp_poll_cq(struct sock *sk, bool arm)
 			case SDP_WR_ZC:
 				sdp_zc_complete(sk, &wc[i]);
 				break;
+			case SDP_WR_KA:
+				sdp_keepalive_complete(sk, &wc[i]);
+				break;
+			case SDP_WR_DRAIN:
+				ssk->rq_drained = true;
+				sdp_zc_wake(sk);
+				break;
 			}
 		}
 		total += n;
@@ -435,8 +586,10 @@ void sdp_process_completions(struct sock *sk, bool arm)
 	if (!sdp_poll_cq(sk, arm))
 		queue_work(sdp_wq, &ssk->cq_work);
 	if (ssk->res_ready && !ssk->qp_error) {
-		sdp_post_recvs(sk);
-		sdp_push(sk, 0);
+		if (sdp_post_recvs(sk))
+			sdp_qp_failed(sk);
+		else
+			sdp_push(sk, 0);
 	}
 	sdp_maybe_disconnect(sk);
 }

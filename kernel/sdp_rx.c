@@ -26,9 +26,9 @@ int sdp_rx_ring_init(struct sdp_ring *rx)
 {
 	u32 i;
 
-	rx->posted = kcalloc(rx->count, sizeof(*rx->posted), GFP_KERNEL);
-	rx->unread = kcalloc(rx->count, sizeof(*rx->unread), GFP_KERNEL);
-	rx->free = kcalloc(rx->count, sizeof(*rx->free), GFP_KERNEL);
+	rx->posted = kcalloc(rx->count, sizeof(*rx->posted), SDP_GFP_CONN);
+	rx->unread = kcalloc(rx->count, sizeof(*rx->unread), SDP_GFP_CONN);
+	rx->free = kcalloc(rx->count, sizeof(*rx->free), SDP_GFP_CONN);
 	if (!rx->posted || !rx->unread || !rx->free)
 		return -ENOMEM;
 	for (i = 0; i < rx->count; i++)
@@ -60,6 +60,9 @@ int sdp_post_recvs(struct sock *sk)
 	struct sdp_ring *rx = &ssk->rx;
 	struct ib_device *dev = ssk->pd->device;
 
+	/* A reset connection takes nothing more from the peer. */
+	if (sdp_core_state(&ssk->core) & (SDP_CS_ABORTED | SDP_CS_RX_FAILED))
+		return 0;
 	while (rx->nfree) {
 		struct sdp_buf *b = rx->free[rx->nfree - 1];
 		struct ib_sge sge = {
@@ -157,7 +160,7 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 
 	if ((u32)wc->wr_id != rx->done) {
 		pr_warn_ratelimited("receive completion out of order\n");
-		ssk->qp_error = true;
+		sdp_qp_failed(sk);
 		return;
 	}
 	b = rx->posted[rx->done % rx->count];
@@ -166,6 +169,28 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 	b->end = 0;
 	if (wc->status != IB_WC_SUCCESS)
 		goto consumed;
+	/*
+	 * A reset connection (a protocol error, an AbortConn either way)
+	 * delivers nothing more: what the peer sends after it is dropped.
+	 */
+	if (sdp_core_state(&ssk->core) & (SDP_CS_ABORTED | SDP_CS_RX_FAILED))
+		goto consumed;
+	/*
+	 * Only a plain SEND carries an SDP message.  RDMA Write with
+	 * immediate consumes a receive buffer without filling it (its bytes
+	 * would be stale ring contents), Send with Invalidate would let the
+	 * peer invalidate our zero-copy keys: both are protocol errors.
+	 */
+	if (wc->opcode != IB_WC_RECV ||
+	    (wc->wc_flags & (IB_WC_WITH_IMM | IB_WC_WITH_INVALIDATE))) {
+		pr_warn_ratelimited("protocol error from peer: receive opcode %d flags 0x%x; resetting the connection\n",
+				    wc->opcode, wc->wc_flags);
+		sdp_core_rx_fail(&ssk->core);
+		SDP_INC(SDP_CNT_ERR_PROTOCOL);
+		sdp_abort(sk);
+		sdp_set_error(sk, ECONNRESET);
+		goto consumed;
+	}
 
 	ib_dma_sync_single_for_cpu(ssk->pd->device, b->dma, ssk->buf_size,
 				   DMA_FROM_DEVICE);
@@ -227,6 +252,11 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 		sdp_maybe_disconnect(sk);
 		break;
 	case SDP_RX_ZCOPY:
+		if (msg.mid == SDP_MID_SRC_AVAIL && sock_flag(sk, SOCK_DEAD)) {
+			/* Stream bytes for a closed socket, as Data above. */
+			sdp_abort(sk);
+			break;
+		}
 		sdp_zc_rx_event(sk, &msg);
 		break;
 	case SDP_RX_ABORT:
@@ -451,11 +481,11 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 				break;
 			}
 			/* Given up for bcopy (MSG_PEEK, no registration):
-			 * the source sends the bytes now, wait for them
-			 * even if this call would not block.
+			 * the source sends the bytes now.  A blocking call
+			 * waits for them; a non-blocking one never sleeps,
+			 * whatever the peer offers (EAGAIN, as TCP says
+			 * before the bytes are in).
 			 */
-			if (!timeo)
-				timeo = msecs_to_jiffies(READ_ONCE(sysctl_sdp_zcopy_cancel_ms));
 		}
 
 		if (copied >= target)

@@ -11,6 +11,7 @@
 #include <linux/capability.h>
 #include <linux/in.h>
 #include <linux/in6.h>
+#include <net/ipv6.h>
 #include <linux/module.h>
 #include <linux/net.h>
 #include <linux/sockios.h>
@@ -71,37 +72,55 @@ static void sdp_sk_destruct(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 
+	/* A clone that failed inside sk_clone_lock() is a copy of its
+	 * listener that owns nothing.
+	 */
+	if (ssk->self != sk)
+		return;
 	WARN_ON_ONCE(ssk->res_ready || ssk->cm_id);
 	sdp_zc_free_maps(sk);
 	sdp_sock_list_del(sk);
 }
 
-/* A new SDP sock, for socket() and for connections a listener accepts. */
-struct sock *sdp_sk_alloc(struct net *net, int kern)
+/* The SDP part of a new sock, after struct sock. */
+static void sdp_sk_init_priv(struct sock *sk)
 {
-	struct sdp_sock *ssk;
-	struct sock *sk;
+	struct sdp_sock *ssk = sdp_sk(sk);
 
-	sk = sk_alloc(net, sdp_family, GFP_KERNEL, &sdp_proto, kern);
-	if (!sk)
-		return NULL;
-	ssk = sdp_sk(sk);
-	/* sk_alloc zeroes only struct sock; the rest is ours to set. */
 	memset((char *)ssk + sizeof(struct sock), 0,
 	       sizeof(*ssk) - sizeof(struct sock));
+	ssk->self = sk;
 	INIT_LIST_HEAD(&ssk->accept_queue);
 	INIT_LIST_HEAD(&ssk->accept_node);
+	INIT_LIST_HEAD(&ssk->half_open);
+	INIT_LIST_HEAD(&ssk->half_open_node);
 	INIT_WORK(&ssk->cq_work, sdp_cq_work);
 	INIT_WORK(&ssk->destroy_work, sdp_destroy_work);
+	INIT_WORK(&ssk->put_work, sdp_put_work);
+	INIT_WORK(&ssk->cm_work, sdp_cm_work);
+	mutex_init(&ssk->cm_ev_mutex);
+	spin_lock_init(&ssk->cm_ev_lock);
 	INIT_DELAYED_WORK(&ssk->fin_work, sdp_fin_timeout_work);
 	INIT_DELAYED_WORK(&ssk->keepalive_work, sdp_keepalive_work);
 	INIT_DELAYED_WORK(&ssk->ack_work, sdp_ack_work);
 	INIT_DELAYED_WORK(&ssk->zc_grace_work, sdp_zc_grace_work);
+	INIT_DELAYED_WORK(&ssk->tx_watch_work, sdp_tx_watch_work);
 	mutex_init(&ssk->res_lock);
 	ssk->keepidle = SDP_KEEPIDLE_DEFAULT;
 	ssk->keepintvl = SDP_KEEPINTVL_DEFAULT;
 	ssk->keepcnt = SDP_KEEPCNT_DEFAULT;
 	ssk->zcopy_thresh = -1;
+}
+
+/* A new SDP sock, for socket(). */
+struct sock *sdp_sk_alloc(struct net *net, int kern)
+{
+	struct sock *sk;
+
+	sk = sk_alloc(net, sdp_family, GFP_KERNEL, &sdp_proto, kern);
+	if (!sk)
+		return NULL;
+	sdp_sk_init_priv(sk);
 	sk->sk_protocol = IPPROTO_TCP;
 	sk->sk_state = TCP_CLOSE;
 	sdp_sock_list_add(sk);
@@ -207,19 +226,64 @@ static int sdp_release(struct socket *sock)
 
 /* ---- addresses ------------------------------------------------------------ */
 
-/* Validate a user address the way inet/inet6 bind and connect do. */
-static int sdp_check_addr(const struct sockaddr *addr, int len)
+/*
+ * Validate a user address the way inet/inet6 bind and connect do, and copy
+ * the len bytes the caller gave into a zeroed *out.  An IPv6 address may
+ * come without its scope id (RFC 2133 length, 24 bytes): the rest of the
+ * caller's buffer is not the user's, so it must not be read (inet6 ignores
+ * the scope id then, and reports 0 for it).
+ */
+static int sdp_check_addr(const struct sockaddr *addr, int len,
+			  struct sockaddr_storage *out)
 {
+	size_t n;
+
 	if (len < (int)sizeof(sa_family_t))
 		return -EINVAL;
 	switch (addr->sa_family) {
 	case AF_INET:
-		return len < (int)sizeof(struct sockaddr_in) ? -EINVAL : 0;
+		if (len < (int)sizeof(struct sockaddr_in))
+			return -EINVAL;
+		n = sizeof(struct sockaddr_in);
+		break;
 	case AF_INET6:
-		return len < SIN6_LEN_RFC2133 ? -EINVAL : 0;
+		if (len < SIN6_LEN_RFC2133)
+			return -EINVAL;
+		n = min_t(size_t, len, sizeof(struct sockaddr_in6));
+		break;
 	default:
 		return -EAFNOSUPPORT;
 	}
+	memset(out, 0, sizeof(*out));
+	memcpy(out, addr, n);
+	return 0;
+}
+
+/*
+ * As inet6's bind and connect: a link-local (scoped) address needs an
+ * interface, the scope id given (with the full sockaddr_in6) or the
+ * device the socket is bound to; connect() may not contradict the bound
+ * device.  The address then carries that scope for the RDMA CM.  Socket
+ * lock held.
+ */
+static int sdp_addr_scope(struct sock *sk, struct sockaddr_storage *a,
+			  bool connect)
+{
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)a;
+
+	if (a->ss_family != AF_INET6 ||
+	    !__ipv6_addr_needs_scope_id(__ipv6_addr_type(&s6->sin6_addr)))
+		return 0;
+	if (s6->sin6_scope_id) {
+		if (connect && sk->sk_bound_dev_if &&
+		    sk->sk_bound_dev_if != (int)s6->sin6_scope_id)
+			return -EINVAL;
+		sk->sk_bound_dev_if = s6->sin6_scope_id;
+	}
+	if (!sk->sk_bound_dev_if)
+		return -EINVAL;
+	s6->sin6_scope_id = sk->sk_bound_dev_if;
+	return 0;
 }
 
 /* A v4-mapped IPv6 address becomes the IPv4 address it maps. */
@@ -345,14 +409,15 @@ static int sdp_bind(struct socket *sock, struct sockaddr *uaddr, int len)
 {
 	struct sock *sk = sock->sk;
 	struct sdp_sock *ssk = sdp_sk(sk);
+	struct sockaddr_storage addr;
 	int err;
 
-	err = sdp_check_addr(uaddr, len);
+	err = sdp_check_addr(uaddr, len, &addr);
 	if (err)
 		return err;
-	if (ntohs(sdp_addr_port((struct sockaddr_storage *)uaddr)) &&
+	if (ntohs(sdp_addr_port(&addr)) &&
 	    inet_port_requires_bind_service(sock_net(sk),
-		ntohs(sdp_addr_port((struct sockaddr_storage *)uaddr))) &&
+					    ntohs(sdp_addr_port(&addr))) &&
 	    !ns_capable(sock_net(sk)->user_ns, CAP_NET_BIND_SERVICE))
 		return -EACCES;
 
@@ -360,7 +425,10 @@ static int sdp_bind(struct socket *sock, struct sockaddr *uaddr, int len)
 	err = -EINVAL;
 	if (sk->sk_state != TCP_CLOSE || ssk->bound)
 		goto out;
-	err = sdp_do_bind(sk, uaddr);
+	err = sdp_addr_scope(sk, &addr, false);
+	if (err)
+		goto out;
+	err = sdp_do_bind(sk, (struct sockaddr *)&addr);
 out:
 	release_sock(sk);
 	return err;
@@ -389,8 +457,14 @@ static int sdp_getname(struct socket *sock, struct sockaddr *uaddr, int peer)
 		return -ENOTCONN;
 	}
 	if (a->ss_family == AF_INET6) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)uaddr;
+
 		len = sizeof(struct sockaddr_in6);
 		memcpy(uaddr, a, len);
+		/* As inet6_getname(): the scope only for a scoped address. */
+		s6->sin6_flowinfo = 0;
+		s6->sin6_scope_id = ipv6_iface_scope_id(&s6->sin6_addr,
+							sk->sk_bound_dev_if);
 	} else {
 		struct sockaddr_in *s4 = (struct sockaddr_in *)uaddr;
 
@@ -521,16 +595,17 @@ static int sdp_accept(struct socket *sock, struct socket *newsock, int flags,
 
 /* ---- connect -------------------------------------------------------------- */
 
-static int sdp_connect(struct socket *sock, struct sockaddr *uaddr, int len,
+static int sdp_connect(struct socket *sock, struct sockaddr *raddr, int len,
 		       int flags)
 {
 	struct sock *sk = sock->sk;
 	struct sdp_sock *ssk = sdp_sk(sk);
-	struct sockaddr_storage dst;
+	struct sockaddr_storage dst, addr;
+	struct sockaddr *uaddr = (struct sockaddr *)&addr;
 	long timeo;
 	int err;
 
-	if (len >= (int)sizeof(sa_family_t) && uaddr->sa_family == AF_UNSPEC) {
+	if (len >= (int)sizeof(sa_family_t) && raddr->sa_family == AF_UNSPEC) {
 		lock_sock(sk);
 		err = 0;
 		if (sdp_established(sk)) {
@@ -540,7 +615,7 @@ static int sdp_connect(struct socket *sock, struct sockaddr *uaddr, int len,
 		release_sock(sk);
 		return err;
 	}
-	err = sdp_check_addr(uaddr, len);
+	err = sdp_check_addr(raddr, len, &addr);
 	if (err)
 		return err;
 
@@ -560,6 +635,9 @@ static int sdp_connect(struct socket *sock, struct sockaddr *uaddr, int len,
 			err = -EISCONN;
 			goto out;
 		}
+		err = sdp_addr_scope(sk, &addr, true);
+		if (err)
+			goto out;
 		if (ssk->res_ready || (ssk->cm_id && !ssk->bound)) {
 			/* A failed attempt left resources: start afresh. */
 			release_sock(sk);
@@ -800,8 +878,8 @@ static void sdp_set_keepalive(struct sock *sk, int on)
 
 	if (on && sdp_established(sk))
 		sdp_reset_keepalive(sk);
-	else if (!on)
-		cancel_delayed_work(&ssk->keepalive_work);
+	else if (!on && cancel_delayed_work(&ssk->keepalive_work))
+		sock_put(sk); /* the reference the pending work held */
 }
 
 static int sdp_setsockopt(struct socket *sock, int level, int optname,
@@ -994,40 +1072,46 @@ static int sdp_create(struct net *net, struct socket *sock, int protocol,
 	return 0;
 }
 
-/* A connection a listener accepted: a socket without a struct socket yet. */
+/*
+ * A connection a listener accepted: a socket without a struct socket yet.
+ * Cloned from the listener with sk_clone_lock() as TCP's children are, so
+ * it has the listener's LSM label (security_sk_clone()), cgroup (net_cls,
+ * net_prio, cgroup-BPF), socket filter and options although it is created
+ * in the CM's worker; and the listener's memory cgroup, which its rings
+ * are charged to.
+ */
 struct sock *sdp_sk_clone(struct sock *parent)
 {
 	struct sdp_sock *pssk = sdp_sk(parent), *ssk;
 	struct sock *sk;
 
-	sk = sdp_sk_alloc(sock_net(parent), parent->sk_kern_sock);
+	sk = sk_clone_lock(parent, GFP_KERNEL);
 	if (!sk)
 		return NULL;
+	/* Two references for TCP's hash table and its caller; a child has
+	 * one owner (the listener's queue, then accept()).
+	 */
+	__sock_put(sk);
+	__acquire(&sk->sk_lock.slock); /* for sparse: sk_clone_lock() took it */
+	bh_unlock_sock(sk);
 	ssk = sdp_sk(sk);
-	sdp_sk_init_data(NULL, sk);
-	/* What sk_clone_lock() gives a TCP child. */
-	sk->sk_type = parent->sk_type;
-	sk->sk_sndbuf = parent->sk_sndbuf;
-	sk->sk_rcvbuf = parent->sk_rcvbuf;
-	sk->sk_userlocks = parent->sk_userlocks;
-	sk->sk_reuse = parent->sk_reuse;
-	sk->sk_reuseport = parent->sk_reuseport;
-	sk->sk_priority = parent->sk_priority;
-	sk->sk_mark = parent->sk_mark;
-	sk->sk_bound_dev_if = parent->sk_bound_dev_if;
-	sk->sk_flags = parent->sk_flags & (BIT(SOCK_KEEPOPEN) |
-					   BIT(SOCK_URGINLINE) |
-					   BIT(SOCK_LINGER));
-	sk->sk_lingertime = parent->sk_lingertime;
-	sk->sk_rcvlowat = parent->sk_rcvlowat;
-	sk->sk_rcvtimeo = parent->sk_rcvtimeo;
-	sk->sk_sndtimeo = parent->sk_sndtimeo;
+	sdp_sk_init_priv(sk);
+	sk->sk_state = TCP_CLOSE;
+	sk->sk_ack_backlog = 0;
+	sk->sk_flags &= ~BIT(SOCK_DONE);
+#ifdef CONFIG_MEMCG
+	if (!sk->sk_memcg && parent->sk_memcg) {
+		css_get(&parent->sk_memcg->css);
+		sk->sk_memcg = parent->sk_memcg;
+	}
+#endif
 	ssk->nodelay = pssk->nodelay;
 	ssk->cork = pssk->cork;
 	ssk->keepidle = pssk->keepidle;
 	ssk->keepintvl = pssk->keepintvl;
 	ssk->keepcnt = pssk->keepcnt;
 	ssk->local.ss_family = pssk->local.ss_family;
+	sdp_sock_list_add(sk);
 	return sk;
 }
 

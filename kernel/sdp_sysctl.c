@@ -22,6 +22,9 @@ int sysctl_sdp_zcopy_chunk = 2 << 20;
 int sysctl_sdp_zcopy_cancel_ms = 5000;
 int sysctl_sdp_zcopy_fail_reg;
 int sysctl_sdp_zcopy_sink_wait_ms = 200;
+int sysctl_sdp_max_half_open = 32;
+int sysctl_sdp_max_conns = 65536;
+int sysctl_sdp_tx_stall_ms = 15000;
 
 static int sdp_buf_min = 1024;
 static int sdp_buf_max = 262144;
@@ -37,6 +40,9 @@ static int sdp_ack_delay_max = 500;
 static int sdp_int_max = INT_MAX;
 static int sdp_chunk_min = 4096;
 static int sdp_chunk_max = SDP_ZC_MAX_LEN;
+/* Uninterruptible waits stay well below the hung-task warning (120 s). */
+static int sdp_cancel_ms_max = 60000;
+static int sdp_half_open_max = 65535;
 
 static struct ctl_table sdp_sysctl_table[] = {
 	{
@@ -136,7 +142,7 @@ static struct ctl_table sdp_sysctl_table[] = {
 		.mode = 0644,
 		.proc_handler = proc_dointvec_minmax,
 		.extra1 = &sdp_ms_min,
-		.extra2 = &sdp_ms_max,
+		.extra2 = &sdp_cancel_ms_max,
 	},
 	{
 		.procname = "zcopy_sink_wait_ms",
@@ -146,6 +152,36 @@ static struct ctl_table sdp_sysctl_table[] = {
 		.proc_handler = proc_dointvec_minmax,
 		.extra1 = &sdp_one,
 		.extra2 = &sdp_ms_max,
+	},
+	{
+		/* A send that does not complete for this long resets. */
+		.procname = "tx_stall_ms",
+		.data = &sysctl_sdp_tx_stall_ms,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_ms_min,
+		.extra2 = &sdp_ms_max,
+	},
+	{
+		/* Connections with RDMA resources (a QP each), host-wide. */
+		.procname = "max_conns",
+		.data = &sysctl_sdp_max_conns,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_one,
+		.extra2 = &sdp_int_max,
+	},
+	{
+		/* Connections a listener holds between the REQ and the RTU. */
+		.procname = "max_half_open",
+		.data = &sysctl_sdp_max_half_open,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_one,
+		.extra2 = &sdp_half_open_max,
 	},
 	{
 		.procname = "zcopy_fail_reg",

@@ -16,14 +16,90 @@
 #include "sdp.h"
 #include "sdp_wire.h"
 
+/*
+ * The SGE address of a send from buffer b.  With IB_SEND_INLINE the
+ * provider copies the payload into the WQE with the CPU, so it needs the
+ * buffer's kernel virtual address (as SMC passes for its inline sends);
+ * otherwise the HCA reads it by DMA.  Soft-RoCE cannot tell the two apart
+ * (its DMA address is the virtual address): sdp_selftest_glue() checks the
+ * choice with a DMA address that differs.
+ */
+u64 sdp_send_sge_addr(const struct sdp_buf *b, bool inl)
+{
+	return inl ? (u64)(uintptr_t)b->data : b->dma;
+}
+
+static u32 sdp_tx_completed(struct sdp_sock *ssk)
+{
+	return ssk->tx.done + ssk->ctl.done;
+}
+
+/*
+ * Watch a send that never completes.  A peer grants credits only for
+ * receive buffers it has posted, so an honest peer never makes our SENDs
+ * wait for a buffer; one that lies in its bufs does, and how often our QP
+ * retries (RNR) is the peer's choice in its CM message, up to for ever.
+ * Data, DisConn, AbortConn and invalidations would all queue behind it.
+ * So when sends are outstanding and none completed for
+ * net.sdp.tx_stall_ms, the connection is reset with ETIMEDOUT (transport
+ * retries exceeded, as TCP reports).  Socket lock held.
+ */
+static void sdp_tx_watch_arm(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	if (ssk->tx_watch_armed)
+		return;
+	ssk->tx_watch_armed = true;
+	ssk->tx_watch_done = sdp_tx_completed(ssk);
+	sock_hold(sk);
+	if (!queue_delayed_work(sdp_wq, &ssk->tx_watch_work,
+				msecs_to_jiffies(READ_ONCE(sysctl_sdp_tx_stall_ms))))
+		sock_put(sk);
+}
+
+void sdp_tx_watch_work(struct work_struct *work)
+{
+	struct sdp_sock *ssk = container_of(to_delayed_work(work),
+					    struct sdp_sock, tx_watch_work);
+	struct sock *sk = &ssk->sk;
+	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+	u32 outstanding;
+
+	lock_sock(sk);
+	ssk->tx_watch_armed = false;
+	if (!ssk->res_ready || ssk->qp_error)
+		goto out;
+	outstanding = (ssk->tx.post - ssk->tx.done) +
+		      (ssk->ctl.post - ssk->ctl.done);
+	if (!outstanding)
+		goto out;
+	if (sdp_tx_completed(ssk) != ssk->tx_watch_done) {
+		sdp_tx_watch_arm(sk); /* progress: watch the rest */
+		goto out;
+	}
+	pr_warn_ratelimited("a send did not complete in %d ms (the peer takes no messages); resetting the connection\n",
+			    READ_ONCE(sysctl_sdp_tx_stall_ms));
+	SDP_INC(SDP_CNT_ERR_TIMEOUT);
+	/* Stop the retries: the stuck work requests flush. */
+	ib_modify_qp(ssk->qp, &attr, IB_QP_STATE);
+	ssk->qp_error = true;
+	sdp_set_error(sk, ETIMEDOUT);
+	sdp_disconnect(ssk);
+out:
+	release_sock(sk);
+	sock_put(sk);
+}
+
 /* Post buffer n of ring r (len bytes), behind the work requests `before`. */
 static int sdp_post_send(struct sdp_sock *ssk, struct sdp_ring *r,
 			 enum sdp_wr_ring ring, u32 n, u32 len,
 			 struct ib_send_wr *before)
 {
 	struct sdp_buf *b = sdp_ring_buf(r, n);
+	bool inl = len <= ssk->max_inline;
 	struct ib_sge sge = {
-		.addr = b->dma,
+		.addr = sdp_send_sge_addr(b, inl),
 		.length = len,
 		.lkey = ssk->pd->local_dma_lkey,
 	};
@@ -36,7 +112,10 @@ static int sdp_post_send(struct sdp_sock *ssk, struct sdp_ring *r,
 	};
 	int err;
 
-	if (len <= ssk->max_inline) {
+	if (inl) {
+		/* The provider memcpy()s inline data from sge.addr. */
+		if (WARN_ON_ONCE(!virt_addr_valid(b->data)))
+			return -EFAULT;
 		wr.send_flags |= IB_SEND_INLINE;
 		SDP_INC(SDP_CNT_TX_INLINE);
 	} else {
@@ -53,6 +132,8 @@ static int sdp_post_send(struct sdp_sock *ssk, struct sdp_ring *r,
 	err = ib_post_send(ssk->qp, before ?: &wr, NULL);
 	if (err)
 		pr_warn_ratelimited("ib_post_send failed: %d\n", err);
+	else
+		sdp_tx_watch_arm(&ssk->sk);
 	return err;
 }
 
@@ -164,7 +245,7 @@ void sdp_push(struct sock *sk, unsigned int extra_opts)
 			break;
 		b->mid = SDP_MID_DATA;
 		if (sdp_post_send(ssk, tx, SDP_WR_TX, tx->post, b->end, NULL)) {
-			ssk->qp_error = true;
+			sdp_qp_failed(sk);
 			return;
 		}
 		tx->post++;
@@ -189,7 +270,7 @@ void sdp_tx_complete(struct sock *sk, struct ib_wc *wc)
 
 	if ((u32)wc->wr_id != r->done) {
 		pr_warn_ratelimited("send completion out of order\n");
-		ssk->qp_error = true;
+		sdp_qp_failed(sk);
 		return;
 	}
 	b = sdp_ring_buf(r, r->done);
@@ -424,12 +505,51 @@ void sdp_ack_work(struct work_struct *work)
 /* ---- keepalive ---------------------------------------------------------- */
 
 /*
- * SO_KEEPALIVE: after keepidle seconds without traffic, send a probe (a
- * zero-payload credit update) every keepintvl seconds.  The peer's HCA
- * acknowledges it if the peer is alive; keepcnt probes without an
- * acknowledgement, or a probe the transport gives up on, end the
- * connection with ETIMEDOUT as TCP does.
+ * SO_KEEPALIVE: after keepidle seconds without traffic, send a probe every
+ * keepintvl seconds.  The probe is a zero-length RDMA Write: it needs no
+ * credit and no receive buffer of the peer (a zero-length RDMA operation
+ * checks no key, IBA C9-88), and only the peer's HCA answers it, so a
+ * live peer that grants no credits (a reader that stopped reading) keeps
+ * its connection, as TCP's window probes do.  A peer that is gone does not
+ * acknowledge: the RC transport's retries run out (RETRY_EXC_ERR, reported
+ * as ETIMEDOUT), or keepcnt probes go by without an acknowledgement; both
+ * end the connection with ETIMEDOUT as TCP does.
  */
+static int sdp_keepalive_probe(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct ib_rdma_wr wr = {
+		.wr = {
+			.wr_id = SDP_WR_ID(SDP_WR_KA, 0),
+			.opcode = IB_WR_RDMA_WRITE,
+			.send_flags = IB_SEND_SIGNALED,
+		},
+	};
+	int err;
+
+	if (ssk->ka_probe_out)
+		return -EBUSY;
+	err = ib_post_send(ssk->qp, &wr.wr, NULL);
+	if (err) {
+		sdp_qp_failed(sk);
+		return err;
+	}
+	ssk->ka_probe_out = true;
+	return 0;
+}
+
+void sdp_keepalive_complete(struct sock *sk, struct ib_wc *wc)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	ssk->ka_probe_out = false;
+	if (wc->status == IB_WC_SUCCESS) {
+		/* The peer's HCA acknowledged: it is alive. */
+		ssk->keepalive_probes = 0;
+		ssk->last_rx_jiffies = jiffies;
+	}
+}
+
 void sdp_reset_keepalive(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
@@ -460,10 +580,10 @@ void sdp_keepalive_work(struct work_struct *work)
 		sdp_disconnect(ssk);
 		goto out;
 	} else {
-		if (sdp_send_control(sk, SDP_MID_DATA) == 0) {
+		/* The last probe still unanswered counts as one more. */
+		if (sdp_keepalive_probe(sk) == 0)
 			SDP_INC(SDP_CNT_KEEPALIVE_PROBES);
-			ssk->keepalive_probes++;
-		}
+		ssk->keepalive_probes++;
 		next = (unsigned long)ssk->keepintvl * HZ;
 	}
 	sock_hold(sk);

@@ -33,8 +33,11 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/mm.h>
+#include <linux/random.h>
+#include <linux/sizes.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
+#include <linux/sched/task_stack.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
 #include <linux/uio.h>
@@ -106,9 +109,9 @@ int sdp_zc_alloc(struct sock *sk, struct ib_device *dev, struct ib_pd *pd)
 			kvfree(map->pages);
 			kvfree(map->sgl);
 			map->pages = kvcalloc(pages, sizeof(*map->pages),
-					      GFP_KERNEL);
+					      SDP_GFP_CONN);
 			map->sgl = kvcalloc(pages, sizeof(*map->sgl),
-					    GFP_KERNEL);
+					    SDP_GFP_CONN);
 			map->max_pages = pages;
 			if (!map->pages || !map->sgl)
 				goto off;
@@ -164,10 +167,15 @@ void sdp_zc_claim(struct sock *sk, struct sdp_res *res)
 			res->zc_unmap[i] = &ssk->zc[i];
 			ssk->zc[i].mapped = false;
 		}
+		ssk->zc[i].wr_out = 0; /* the QP goes with its requests */
+		res->zc_orphan[i] = ssk->zc_orphan[i];
+		memset(&ssk->zc_orphan[i], 0, sizeof(ssk->zc_orphan[i]));
 	}
 	ssk->zc_max_pages = 0;
 	sdp_zc_wake(sk);
 }
+
+static void sdp_zc_orphan_free(struct ib_device *dev, struct sdp_zc_orphan *o);
 
 /* After the QP is gone (no more DMA): unmap, then free the MRs. */
 void sdp_zc_teardown(struct ib_device *dev, struct sdp_res *res)
@@ -179,6 +187,7 @@ void sdp_zc_teardown(struct ib_device *dev, struct sdp_res *res)
 
 		if (map && dev)
 			ib_dma_unmap_sg(dev, map->sgl, map->npages, map->dir);
+		sdp_zc_orphan_free(dev, &res->zc_orphan[i]);
 		if (res->zc_mr[i])
 			ib_dereg_mr(res->zc_mr[i]);
 		res->zc_mr[i] = NULL;
@@ -210,9 +219,15 @@ static void sdp_zc_uncharge(u32 npages)
 		atomic64_sub(npages, &current->mm->pinned_vm);
 }
 
-/* The page of a kernel virtual address (kmalloc'd or vmalloc'd). */
+/*
+ * The page of a kernel virtual address (kmalloc'd or vmalloc'd).  Not a
+ * stack: with VMAP_STACK it looks vmalloc'd, but DMA to a stack is not
+ * allowed (and the frame may be gone before the device is).
+ */
 static struct page *sdp_kaddr_page(const void *p)
 {
+	if (object_is_on_stack(p))
+		return NULL;
 	if (is_vmalloc_addr(p))
 		return vmalloc_to_page(p);
 	if (virt_addr_valid(p))
@@ -246,8 +261,13 @@ static int sdp_zc_collect_virt(struct sdp_sock *ssk, struct sdp_zc_map *map,
 			ssk->stats.fallback_memlock++;
 			return -ENOMEM;
 		}
+		/* The peer decides how long the pin lasts: a long-term pin,
+		 * which moves the pages out of CMA and ZONE_MOVABLE first
+		 * and refuses fsdax and file mappings that need writeback.
+		 */
 		pinned = pin_user_pages_fast(addr & PAGE_MASK, n,
-					     write ? FOLL_WRITE : 0,
+					     FOLL_LONGTERM |
+					     (write ? FOLL_WRITE : 0),
 					     map->pages);
 		if (pinned != (int)n) {
 			if (pinned > 0)
@@ -308,8 +328,8 @@ static int sdp_zc_collect_bvec(struct sdp_sock *ssk, struct sdp_zc_map *map,
 			if (n && (po || map->sgl[n - 1].offset +
 					map->sgl[n - 1].length != PAGE_SIZE))
 				goto out;
-			sg_set_page(&map->sgl[n++], bv->bv_page + pos / PAGE_SIZE,
-				    l, po);
+			sg_set_page(&map->sgl[n++],
+				    nth_page(bv->bv_page, pos / PAGE_SIZE), l, po);
 			pos += l;
 			rem -= l;
 			len += l;
@@ -403,6 +423,20 @@ static void sdp_zc_release(struct sock *sk, struct sdp_zc_map *map,
 /* ---- registration and work requests ------------------------------------------ */
 
 /*
+ * The address the peer uses for a registration.  ib_map_mr_sg() sets the
+ * MR's iova to the DMA address of the first byte: a bus or physical
+ * address, and on Soft-RoCE a direct-map kernel pointer, neither of which
+ * the peer may learn.  A fast-registration MR may start at any iova; only
+ * the offset within the first page must stay.  The base is random, below
+ * 2^46, so that iova + length never wraps.
+ */
+u64 sdp_zc_iova(u64 dma_iova, u64 random)
+{
+	return ((random & GENMASK_ULL(45, 0)) & PAGE_MASK) |
+	       SZ_4G | offset_in_page(dma_iova);
+}
+
+/*
  * DMA-map the pages and prepare the REG_MR with a fresh key; the caller
  * sets reg->access.  On failure nothing stays mapped.
  */
@@ -429,6 +463,7 @@ static int sdp_zc_register(struct sock *sk, struct sdp_zc_map *map,
 	n = ib_map_mr_sg(mr, map->sgl, nents, NULL, PAGE_SIZE);
 	if (n != nents)
 		goto fail;
+	mr->iova = sdp_zc_iova(mr->iova, get_random_u64());
 	ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey));
 	memset(reg, 0, sizeof(*reg));
 	reg->wr.opcode = IB_WR_REG_MR;
@@ -459,6 +494,14 @@ static void sdp_zc_inv_wr(struct sdp_sock *ssk, struct sdp_zc_map *map,
 	inv->ex.invalidate_rkey = ssk->zc_mr[map->which]->rkey;
 }
 
+/* Count the zero-copy work requests of a chain that went to the QP. */
+static void sdp_zc_posted(struct sdp_sock *ssk, const struct ib_send_wr *wr)
+{
+	for (; wr; wr = wr->next)
+		if (SDP_WR_RING(wr->wr_id) == SDP_WR_ZC)
+			ssk->zc[(u32)wr->wr_id & 1].wr_out++;
+}
+
 /* Post on a live QP, even of a connection being reset (invalidations). */
 static int sdp_zc_post_any(struct sock *sk, struct ib_send_wr *first)
 {
@@ -468,7 +511,8 @@ static int sdp_zc_post_any(struct sock *sk, struct ib_send_wr *first)
 	if (!ssk->res_ready || ssk->qp_error)
 		return -EPIPE;
 	err = ib_post_send(ssk->qp, first, NULL);
-
+	if (!err)
+		sdp_zc_posted(ssk, first);
 	if (err) {
 		pr_warn_ratelimited("zero-copy post failed: %d\n", err);
 		ssk->qp_error = true;
@@ -493,6 +537,8 @@ void sdp_zc_complete(struct sock *sk, struct ib_wc *wc)
 	u32 tag = (u32)wc->wr_id;
 	struct sdp_zc_map *map = &ssk->zc[tag & 1];
 
+	if (map->wr_out)
+		map->wr_out--;
 	if (wc->status != IB_WC_SUCCESS && map->wc_status == IB_WC_SUCCESS)
 		map->wc_status = wc->status;
 	if ((tag & 0xf00) == SDP_ZC_WR_INV)
@@ -500,12 +546,17 @@ void sdp_zc_complete(struct sock *sk, struct ib_wc *wc)
 	sdp_zc_wake(sk);
 }
 
+/*
+ * No transfer can go on: the connection failed, or was reset (after the
+ * reset is reported, sk_err is clear again but the reset stays).
+ */
 static bool sdp_zc_dead(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 
 	return !READ_ONCE(ssk->res_ready) || READ_ONCE(ssk->qp_error) ||
-	       READ_ONCE(sk->sk_err);
+	       READ_ONCE(sk->sk_err) ||
+	       (sdp_core_state(&ssk->core) & (SDP_CS_ABORTED | SDP_CS_RX_FAILED));
 }
 
 /* The QP is gone or in the error state: it moves no more data. */
@@ -556,21 +607,101 @@ static void sdp_zc_give_up(struct sock *sk, const char *what)
 }
 
 /*
+ * Keep the pages of a transfer whose QP is not known to be stopped until
+ * teardown has destroyed the QP: the device may still write to them, so
+ * they must not go back to the application or the allocator.  The
+ * registration arrays go with them; zero copy stays off for what is left
+ * of the connection (it is being reset anyway).
+ */
+static void sdp_zc_orphan(struct sock *sk, struct sdp_zc_map *map)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct sdp_zc_orphan *o = &ssk->zc_orphan[map->which];
+
+	if (o->pages) {
+		/* One per side per connection: the QP is dead after it. */
+		pr_warn_ratelimited("zero copy: leaking pages of a stuck QP\n");
+	} else {
+		o->pages = map->pages;
+		o->sgl = map->sgl;
+		o->npages = map->npages;
+		o->dir = map->dir;
+		o->mapped = map->mapped;
+		o->user = map->user;
+		if (map->user)
+			sdp_zc_uncharge(map->npages);
+	}
+	map->pages = NULL;
+	map->sgl = NULL;
+	map->max_pages = 0;
+	map->mapped = false;
+	map->user = false;
+	map->npages = 0;
+	map->len = 0;
+	ssk->zc_max_pages = 0;
+}
+
+/* Give orphaned pages back; the QP that could reach them is destroyed. */
+static void sdp_zc_orphan_free(struct ib_device *dev, struct sdp_zc_orphan *o)
+{
+	if (!o->pages)
+		return;
+	if (o->mapped && dev)
+		ib_dma_unmap_sg(dev, o->sgl, o->npages, o->dir);
+	if (o->user) {
+		if (o->dir == DMA_FROM_DEVICE)
+			unpin_user_pages_dirty_lock(o->pages, o->npages, true);
+		else
+			unpin_user_pages(o->pages, o->npages);
+	}
+	kvfree(o->pages);
+	kvfree(o->sgl);
+	memset(o, 0, sizeof(*o));
+}
+
+/*
+ * Every work request that could touch the registration has completed: our
+ * own (REG_MR, RDMA, LOCAL_INV) flush; for a registration the peer could
+ * access (SrcAvail, SinkAvail), also the receive queue's drain marker,
+ * whose flush comes after the responder stopped placing or reading data.
+ */
+static bool sdp_zc_drained(struct sock *sk, struct sdp_zc_map *map)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	return !map->mapped || !READ_ONCE(ssk->res_ready) ||
+	       (!map->wr_out && (!map->remote || ssk->rq_drained));
+}
+
+/*
  * A registration whose key the peer may still use could not be
  * invalidated: put the QP in the error state, where it answers no RDMA at
- * all, before the pages go back.  The connection ends with it.
+ * all, and wait for its work requests to flush before the pages go back.
+ * If the QP cannot be stopped or does not flush in time, the pages stay
+ * with the connection until teardown destroys the QP.  The connection
+ * ends with it.
  */
-static void sdp_zc_kill_qp(struct sock *sk, bool reset)
+static void sdp_zc_kill_qp(struct sock *sk, struct sdp_zc_map *map, bool reset)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+	bool stopped = true;
 
-	if (ssk->qp && ib_modify_qp(ssk->qp, &attr, IB_QP_STATE))
+	if (ssk->qp && ib_modify_qp(ssk->qp, &attr, IB_QP_STATE)) {
 		pr_warn_ratelimited("zero copy: cannot stop the QP\n");
+		stopped = false;
+	}
 	ssk->qp_error = true;
 	if (reset && !sk->sk_err)
 		sdp_set_error(sk, ECONNRESET);
 	sdp_disconnect(ssk);
+	if (stopped && map->remote)
+		stopped = !sdp_post_drain_recv(sk);
+	if (stopped && sdp_zc_wait_ms(sk, sdp_zc_drained(sk, map), false,
+				      READ_ONCE(sysctl_sdp_zcopy_cancel_ms)))
+		return;
+	if (map->mapped)
+		sdp_zc_orphan(sk, map);
 }
 
 /*
@@ -613,7 +744,7 @@ static bool sdp_zc_finish(struct sock *sk, struct sdp_zc_map *map)
 	if (!ok && map->mapped && ssk->res_ready) {
 		if (!ssk->qp_error && !sk->sk_err)
 			SDP_INC(SDP_CNT_ZC_TIMEOUTS);
-		sdp_zc_kill_qp(sk, !ssk->qp_error);
+		sdp_zc_kill_qp(sk, map, !ssk->qp_error);
 	}
 	sdp_zc_release(sk, map, true);
 	return ok;
@@ -627,6 +758,14 @@ static bool sdp_zc_src_ended(struct sdp_sock *ssk)
 
 	sdp_zc_query(ssk, &st);
 	return st.src_state == SDP_ZC_DONE;
+}
+
+static bool sdp_zc_sink_stopped(struct sdp_sock *ssk)
+{
+	struct sdp_core_zc_status st;
+
+	sdp_zc_query(ssk, &st);
+	return st.src_sink_stopped;
 }
 
 static bool sdp_zc_can_offer(struct sdp_sock *ssk)
@@ -733,18 +872,31 @@ static int sdp_zc_offer(struct sock *sk, struct sdp_zc_map *map,
 	map->reg_posted = true;
 	if (sdp_post_ctl(sk, &reg->wr, SDP_MID_SRC_AVAIL, len))
 		return -EPIPE;
+	map->wr_out++; /* the REG_MR */
 	ssk->stats.src_avail_sent++;
 
 	for (;;) {
 		DEFINE_WAIT_FUNC(wait, woken_wake_function);
+		struct sdp_core_zc_status st;
 
 		if (sdp_zc_src_ended(ssk) || sdp_zc_dead(sk))
 			return err;
+		sdp_zc_query(ssk, &st);
+		if (st.src_sink_stopped) {
+			/* SendSM: the core cancelled the offer.  The answer to
+			 * that cancel is as bounded as to one of our own.
+			 */
+			if (!sdp_zc_wait_bounded(sk, sdp_zc_src_ended(ssk),
+						 sdp_zc_dead(sk)))
+				sdp_zc_give_up(sk, "SrcAvailCancel after SendSM");
+			return err;
+		}
 		if (!*timeo || signal_pending(current))
 			break;
 		add_wait_queue(sk_sleep(sk), &wait);
 		sk_wait_event(sk, timeo,
-			      sdp_zc_src_ended(ssk) || sdp_zc_dead(sk), &wait);
+			      sdp_zc_src_ended(ssk) || sdp_zc_dead(sk) ||
+			      sdp_zc_sink_stopped(ssk), &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
 	}
 	/*
@@ -811,11 +963,13 @@ int sdp_zc_send(struct sock *sk, struct msghdr *msg, long *timeo,
 	if (sdp_core_sink_take(&ssk->core, map->len, &zc)) {
 		/* Our key stays local: the peer gives us its buffer. */
 		reg.access = 0;
+		map->remote = false;
 		err = sdp_zc_write(sk, map, &zc, &reg);
 		if (!err)
 			sent = zc.len;
 	} else {
 		reg.access = IB_ACCESS_REMOTE_READ;
+		map->remote = true;
 		err = sdp_zc_offer(sk, map, &reg, timeo);
 		sdp_zc_query(ssk, &st);
 		sent = st.src_acked;
@@ -906,6 +1060,7 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 		goto abandon;
 	}
 	reg.access = IB_ACCESS_LOCAL_WRITE;
+	map->remote = false;
 	if (sdp_core_rd_start(&ssk->core, map->len)) {
 		sdp_zc_release(sk, map, true);
 		return 0;
@@ -939,7 +1094,7 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 	 * before the pages go (the read could still land).
 	 */
 	if (!ok && map->mapped && ssk->res_ready)
-		sdp_zc_kill_qp(sk, !ssk->qp_error);
+		sdp_zc_kill_qp(sk, map, !ssk->qp_error);
 	sdp_zc_release(sk, map, true);
 	ssk->rx_busy = false;
 	sdp_zc_sync_rsa(ssk);
@@ -997,6 +1152,18 @@ int sdp_zc_recv_advertise(struct sock *sk, struct msghdr *msg, size_t len,
 	int hdr, err = 0;
 	u32 written;
 
+	/*
+	 * Only user memory is advertised.  An RDMA Write gives the sink no
+	 * completion, so nothing proves that the bytes an RdmaWrCompl claims
+	 * were written: a lying peer would make recv() return the buffer's
+	 * previous contents.  In a user buffer those are the application's
+	 * own bytes; in kernel memory (splice's pipe pages, a kernel
+	 * consumer's buffer) they may be anybody's.  Kernel memory receives by
+	 * RDMA Read of the peer's SrcAvail, which completes only once the
+	 * bytes have landed, or by bcopy.
+	 */
+	if (!user_backed_iter(&msg->msg_iter))
+		return 0;
 	if (sdp_zc_dead(sk) || !ssk->zc_max_pages || ssk->rx_busy || !*timeo ||
 	    !sdp_zc_can_offer(ssk) || ssk->rcv_nxt != ssk->copied_seq ||
 	    ssk->urg_state == SDP_URG_VALID)
@@ -1017,6 +1184,7 @@ int sdp_zc_recv_advertise(struct sock *sk, struct msghdr *msg, size_t len,
 		return 0;
 	}
 	reg.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
+	map->remote = true;
 	zc.len = map->len;
 	zc.rkey = ssk->zc_mr[map->which]->rkey;
 	zc.vaddr = ssk->zc_mr[map->which]->iova;
@@ -1033,6 +1201,7 @@ int sdp_zc_recv_advertise(struct sock *sk, struct msghdr *msg, size_t len,
 		err = -EPIPE;
 		goto done;
 	}
+	map->wr_out++; /* the REG_MR */
 	ssk->stats.sink_avail_sent++;
 	for (;;) {
 		DEFINE_WAIT_FUNC(wait, woken_wake_function);
