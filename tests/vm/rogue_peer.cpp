@@ -5,6 +5,7 @@
 
 #include "sdp_wire.h"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstring>
@@ -95,6 +96,25 @@ sockaddr_in inet_addr_of(const char* ip, int port)
     return a;
 }
 
+// A valid Hello (modern layout, 32 bytes).
+std::vector<uint8_t> hello_bytes(uint16_t bufs, uint32_t rx_buf_size, uint16_t port,
+                                 uint8_t max_adverts)
+{
+    std::vector<uint8_t> hello(SDP_HELLO_MODERN_SIZE, 0);
+    Bsdh h;
+    h.mid = SDP_MID_HELLO;
+    h.bufs = bufs;
+    h.len = SDP_HELLO_MODERN_SIZE;
+    put_bsdh(hello.data(), h);
+    hello[16] = (SDP_VERSION_MAJOR << 4) | SDP_VERSION_MINOR;
+    hello[17] = 4 << 4; // IPv4, no capabilities
+    hello[19] = max_adverts;
+    put32(hello.data() + 20, kTxBufSize);  // desired remote receive size
+    put32(hello.data() + 24, rx_buf_size); // our receive size
+    put16(hello.data() + 28, port);
+    return hello;
+}
+
 int remaining_ms(std::chrono::steady_clock::time_point end)
 {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -174,6 +194,7 @@ bool RoguePeer::wait_cm_event(int expect, int timeout_ms, std::vector<uint8_t>* 
             rdma_ack_cm_event(ev);
             if (got == RDMA_CM_EVENT_ADDR_CHANGE || got == RDMA_CM_EVENT_TIMEWAIT_EXIT)
                 continue;
+            last_cm_event_ = got;
             return fail(std::string("waiting for ") +
                         rdma_event_str(static_cast<rdma_cm_event_type>(expect)) + ", got " +
                         rdma_event_str(static_cast<rdma_cm_event_type>(got)) + " status " +
@@ -297,27 +318,19 @@ bool RoguePeer::connect(const char* ip, int port, int timeout_ms)
         return false;
 
     // Hello, modern layout (32 bytes): the CM header carries the addresses.
-    uint8_t hello[SDP_HELLO_MODERN_SIZE] = {};
-    Bsdh h;
-    h.mid = SDP_MID_HELLO;
-    h.bufs = bufs_field();
-    h.len = SDP_HELLO_MODERN_SIZE;
-    put_bsdh(hello, h);
-    hello[16] = (SDP_VERSION_MAJOR << 4) | SDP_VERSION_MINOR;
-    hello[17] = 4 << 4; // IPv4, no capabilities
-    hello[19] = opt_.max_adverts;
-    put32(hello + 20, kTxBufSize);       // desired remote receive size
-    put32(hello + 24, opt_.rx_buf_size); // our receive size
-    put16(hello + 28, ntohs(rdma_get_src_port(id_)));
-    advertised_bufs_ = h.bufs;
+    std::vector<uint8_t> hello = hello_bytes(bufs_field(), opt_.rx_buf_size,
+                                             ntohs(rdma_get_src_port(id_)), opt_.max_adverts);
+    if (opt_.edit_hello)
+        opt_.edit_hello(hello);
+    advertised_bufs_ = bufs_field();
 
     rdma_conn_param param{};
-    param.private_data = hello;
-    param.private_data_len = sizeof(hello);
+    param.private_data = hello.data();
+    param.private_data_len = static_cast<uint8_t>(hello.size());
     param.responder_resources = 1;
     param.initiator_depth = 1;
     param.retry_count = 7;
-    param.rnr_retry_count = 7;
+    param.rnr_retry_count = opt_.rnr_retry;
     if (rdma_connect(id_, &param) != 0)
         return fail(std::string("rdma_connect: ") + strerror(errno));
     std::vector<uint8_t> rep;
@@ -386,7 +399,7 @@ bool RoguePeer::accept(int timeout_ms)
     param.responder_resources = 1;
     param.initiator_depth = 1;
     param.retry_count = 7;
-    param.rnr_retry_count = 7;
+    param.rnr_retry_count = opt_.rnr_retry;
     if (rdma_accept(id_, &param) != 0)
         return fail(std::string("rdma_accept: ") + strerror(errno));
     if (!wait_cm_event(RDMA_CM_EVENT_ESTABLISHED, timeout_ms, nullptr, nullptr))
@@ -590,6 +603,21 @@ bool RoguePeer::send_raw(uint8_t mid, const std::vector<uint8_t>& extra,
                          std::optional<uint32_t> len_override,
                          std::optional<uint32_t> mseq_override, int timeout_ms)
 {
+    return post_message(SendOp::kSend, 0, mid, extra, payload, flags, len_override, mseq_override,
+                        timeout_ms);
+}
+
+bool RoguePeer::send_raw_op(SendOp op, uint32_t imm_or_rkey, uint8_t mid,
+                            const std::vector<uint8_t>& extra, const std::vector<uint8_t>& payload)
+{
+    return post_message(op, imm_or_rkey, mid, extra, payload, 0, std::nullopt, std::nullopt, 5000);
+}
+
+bool RoguePeer::post_message(SendOp op, uint32_t imm_or_rkey, uint8_t mid,
+                             const std::vector<uint8_t>& extra, const std::vector<uint8_t>& payload,
+                             uint8_t flags, std::optional<uint32_t> len_override,
+                             std::optional<uint32_t> mseq_override, int timeout_ms)
+{
     if (!connected_ || !qp_)
         return fail("not connected");
     const size_t total = SDP_BSDH_SIZE + extra.size() + payload.size();
@@ -619,7 +647,19 @@ bool RoguePeer::send_raw(uint8_t mid, const std::vector<uint8_t>& extra,
     ibv_send_wr wr{};
     ibv_send_wr* bad = nullptr;
     wr.wr_id = kWrTx | slot;
-    wr.opcode = IBV_WR_SEND;
+    switch (op) {
+    case SendOp::kSend:
+        wr.opcode = IBV_WR_SEND;
+        break;
+    case SendOp::kSendWithImm:
+        wr.opcode = IBV_WR_SEND_WITH_IMM;
+        wr.imm_data = htonl(imm_or_rkey);
+        break;
+    case SendOp::kSendWithInv:
+        wr.opcode = IBV_WR_SEND_WITH_INV;
+        wr.invalidate_rkey = imm_or_rkey;
+        break;
+    }
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.send_flags = IBV_SEND_SIGNALED;
@@ -750,12 +790,17 @@ bool RoguePeer::recv_data(void* p, size_t n, int timeout_ms)
 
 std::optional<Message> RoguePeer::wait_for(uint8_t mid, int timeout_ms)
 {
+    return wait_for_any({mid}, timeout_ms);
+}
+
+std::optional<Message> RoguePeer::wait_for_any(const std::vector<uint8_t>& mids, int timeout_ms)
+{
     std::optional<Message> out;
     int after_end = 0;
     pump_until(
         [&] {
             for (auto it = inbox_.begin(); it != inbox_.end(); ++it)
-                if (it->h.mid == mid) {
+                if (std::find(mids.begin(), mids.end(), it->h.mid) != mids.end()) {
                     out = std::move(*it);
                     inbox_.erase(it);
                     return true;
@@ -784,22 +829,24 @@ ibv_mr* RoguePeer::register_memory(void* p, size_t len, int access)
     return mr;
 }
 
-int RoguePeer::rdma_op(bool write, ibv_mr* mr, const void* p, uint32_t len, uint64_t raddr,
-                       uint32_t rkey, int timeout_ms)
+int RoguePeer::rdma_op(int opcode, ibv_mr* mr, const void* p, uint32_t len, uint64_t raddr,
+                       uint32_t rkey, uint32_t imm, int timeout_ms)
 {
     if (!qp_)
         return kPostFailed;
-    ibv_sge sge{reinterpret_cast<uintptr_t>(p), len, mr->lkey};
+    ibv_sge sge{reinterpret_cast<uintptr_t>(p), len, mr ? mr->lkey : 0};
     ibv_send_wr wr{};
     ibv_send_wr* bad = nullptr;
     const uint64_t id = kWrRdma | next_wr_id_++;
     wr.wr_id = id;
-    wr.opcode = write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
+    wr.opcode = static_cast<ibv_wr_opcode>(opcode);
+    wr.sg_list = len ? &sge : nullptr;
+    wr.num_sge = len ? 1 : 0;
     wr.send_flags = IBV_SEND_SIGNALED;
     wr.wr.rdma.remote_addr = raddr;
     wr.wr.rdma.rkey = rkey;
+    if (opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+        wr.imm_data = htonl(imm);
     if (ibv_post_send(qp_, &wr, &bad) != 0) {
         fail(std::string("ibv_post_send (RDMA): ") + strerror(errno));
         return kPostFailed;
@@ -812,13 +859,35 @@ int RoguePeer::rdma_op(bool write, ibv_mr* mr, const void* p, uint32_t len, uint
 int RoguePeer::rdma_read(ibv_mr* mr, void* p, uint32_t len, uint64_t raddr, uint32_t rkey,
                          int timeout_ms)
 {
-    return rdma_op(false, mr, p, len, raddr, rkey, timeout_ms);
+    return rdma_op(IBV_WR_RDMA_READ, mr, p, len, raddr, rkey, 0, timeout_ms);
 }
 
 int RoguePeer::rdma_write(ibv_mr* mr, const void* p, uint32_t len, uint64_t raddr, uint32_t rkey,
                           int timeout_ms)
 {
-    return rdma_op(true, mr, p, len, raddr, rkey, timeout_ms);
+    return rdma_op(IBV_WR_RDMA_WRITE, mr, p, len, raddr, rkey, 0, timeout_ms);
+}
+
+int RoguePeer::rdma_write_imm(ibv_mr* mr, const void* p, uint32_t len, uint64_t raddr,
+                              uint32_t rkey, uint32_t imm, int timeout_ms)
+{
+    // It takes one of the peer's receive buffers, as a SEND does.
+    if (tx_credits_)
+        tx_credits_--;
+    return rdma_op(IBV_WR_RDMA_WRITE_WITH_IMM, mr, p, len, raddr, rkey, imm, timeout_ms);
+}
+
+bool RoguePeer::kill_qp()
+{
+    if (!qp_)
+        return fail("no QP");
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    const int err = ibv_modify_qp(qp_, &attr, IBV_QP_STATE);
+    if (err)
+        return fail(std::string("ibv_modify_qp(ERR): ") + strerror(err));
+    qp_failed_ = true;
+    return true;
 }
 
 // ---- state -------------------------------------------------------------------------
@@ -845,6 +914,164 @@ std::string RoguePeer::describe() const
         s << " [kernel: " << e << "]";
     s << "}";
     return s.str();
+}
+
+// ---- REQ flood ----------------------------------------------------------------------
+
+ReqFlood::ReqFlood()
+{
+    ch_ = rdma_create_event_channel();
+    if (ch_)
+        set_nonblock(ch_->fd);
+    else
+        error_ = std::string("rdma_create_event_channel: ") + strerror(errno);
+}
+
+ReqFlood::~ReqFlood()
+{
+    destroy();
+    if (ch_)
+        rdma_destroy_event_channel(ch_);
+}
+
+void ReqFlood::handle(rdma_cm_id* id, int event)
+{
+    last_event_[id] = event;
+    switch (event) {
+    case RDMA_CM_EVENT_CONNECT_RESPONSE:
+        responses_++; // and no rdma_establish(): no RTU
+        break;
+    case RDMA_CM_EVENT_REJECTED:
+        rejected_++;
+        break;
+    case RDMA_CM_EVENT_UNREACHABLE:
+    case RDMA_CM_EVENT_CONNECT_ERROR:
+    case RDMA_CM_EVENT_ADDR_ERROR:
+    case RDMA_CM_EVENT_ROUTE_ERROR:
+        failed_++;
+        break;
+    default:
+        break;
+    }
+}
+
+void ReqFlood::pump(int timeout_ms)
+{
+    if (!ch_)
+        return;
+    pollfd pfd{ch_->fd, POLLIN, 0};
+    poll(&pfd, 1, timeout_ms);
+    rdma_cm_event* ev = nullptr;
+    while (rdma_get_cm_event(ch_, &ev) == 0) {
+        rdma_cm_id* id = ev->id;
+        const int type = ev->event;
+        rdma_ack_cm_event(ev);
+        handle(id, type);
+    }
+}
+
+bool ReqFlood::wait_event(rdma_cm_id* id, int expect, int timeout_ms)
+{
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+        rdma_cm_event* ev = nullptr;
+        while (rdma_get_cm_event(ch_, &ev) == 0) {
+            rdma_cm_id* evid = ev->id;
+            const int type = ev->event;
+            rdma_ack_cm_event(ev);
+            handle(evid, type);
+            if (evid != id)
+                continue;
+            if (type == expect)
+                return true;
+            error_ = std::string("waiting for ") +
+                     rdma_event_str(static_cast<rdma_cm_event_type>(expect)) + ", got " +
+                     rdma_event_str(static_cast<rdma_cm_event_type>(type));
+            return false;
+        }
+        const int left = remaining_ms(end);
+        if (left == 0) {
+            error_ = std::string("timed out waiting for ") +
+                     rdma_event_str(static_cast<rdma_cm_event_type>(expect));
+            return false;
+        }
+        pollfd pfd{ch_->fd, POLLIN, 0};
+        poll(&pfd, 1, left);
+    }
+}
+
+int ReqFlood::send(const char* ip, int port, int n, int timeout_ms)
+{
+    int out = 0;
+    if (!ch_)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        rdma_cm_id* id = nullptr;
+        if (rdma_create_id(ch_, &id, nullptr, RDMA_PS_IB) != 0) {
+            error_ = std::string("rdma_create_id: ") + strerror(errno);
+            break;
+        }
+        ids_.push_back(id);
+        sockaddr_in src = inet_addr_of(ip, 0);
+        sockaddr_in dst = inet_addr_of(ip, port);
+        if (rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&src),
+                              reinterpret_cast<sockaddr*>(&dst), timeout_ms) != 0) {
+            error_ = std::string("rdma_resolve_addr: ") + strerror(errno);
+            break;
+        }
+        if (!wait_event(id, RDMA_CM_EVENT_ADDR_RESOLVED, timeout_ms))
+            break;
+        if (rdma_resolve_route(id, timeout_ms) != 0) {
+            error_ = std::string("rdma_resolve_route: ") + strerror(errno);
+            break;
+        }
+        if (!wait_event(id, RDMA_CM_EVENT_ROUTE_RESOLVED, timeout_ms))
+            break;
+        std::vector<uint8_t> hello = hello_bytes(16, 65536, ntohs(rdma_get_src_port(id)), 1);
+        rdma_conn_param param{};
+        param.private_data = hello.data();
+        param.private_data_len = static_cast<uint8_t>(hello.size());
+        param.responder_resources = 1;
+        param.initiator_depth = 1;
+        param.retry_count = 7;
+        param.rnr_retry_count = 7;
+        param.qp_num = 0x10000u + static_cast<uint32_t>(ids_.size()); // no such QP
+        if (rdma_connect(id, &param) != 0) {
+            error_ = std::string("rdma_connect: ") + strerror(errno);
+            break;
+        }
+        out++;
+    }
+    return out;
+}
+
+bool ReqFlood::wait_answered(int timeout_ms)
+{
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+        int answered = 0;
+        for (rdma_cm_id* id : ids_) {
+            const auto it = last_event_.find(id);
+            answered += it != last_event_.end() && it->second != RDMA_CM_EVENT_ADDR_RESOLVED &&
+                        it->second != RDMA_CM_EVENT_ROUTE_RESOLVED;
+        }
+        if (answered == static_cast<int>(ids_.size()))
+            return true;
+        const int left = remaining_ms(end);
+        if (left == 0)
+            return false;
+        pump(left < 50 ? left : 50);
+    }
+}
+
+void ReqFlood::destroy()
+{
+    // Events not yet acknowledged would block rdma_destroy_id().
+    pump(0);
+    for (rdma_cm_id* id : ids_)
+        rdma_destroy_id(id);
+    ids_.clear();
+    last_event_.clear();
 }
 
 } // namespace sdp::rogue

@@ -22,8 +22,10 @@
 //    SinkAvail followed by RdmaWrCompl, when a test does them in order.
 //
 // Misbehaving is always an explicit call: raw messages with any header
-// field, RDMA operations anywhere, lying about bufs, not re-posting
-// receive buffers.  Sequence numbers and acknowledgements stay correct
+// field or Hello, RDMA operations anywhere, SENDs with immediate or
+// invalidate and RDMA Writes with immediate, lying about bufs, not
+// re-posting receive buffers, a QP that dies silently, and (ReqFlood)
+// connection requests that never complete.  Sequence numbers and acknowledgements stay correct
 // unless a test overrides them, so the kernel rejects exactly the
 // violation the test is about.
 //
@@ -36,6 +38,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -82,7 +85,18 @@ struct Options {
     int claimed_bufs = -1;        // >= 0: the bufs field says this instead (a lie)
     uint32_t tx_slots = 16;       // send buffers (SENDs in flight)
     uint8_t max_adverts = 1;
+    // The RNR retry count in our REQ or REP.  The CM gives it to the
+    // peer's QP (IBA: how often the receiver of the REQ/REP retries RNR
+    // NAKs), so it is the kernel's retry count, not ours; 7 is infinite.
+    uint8_t rnr_retry = 7;
+    // Rewrites the Hello (32 bytes, BSDH + HH) before connect() sends it
+    // in the REQ: any field, or fewer bytes (the CM zero-pads the rest).
+    std::function<void(std::vector<uint8_t>&)> edit_hello;
 };
+
+// How a raw message goes on the wire: a plain SEND (the only opcode SDP
+// uses), or one of the RC opcodes that also consume a receive buffer.
+enum class SendOp { kSend, kSendWithImm, kSendWithInv };
 
 // Results of an RDMA operation: the work completion status (0 success,
 // IBV_WC_REM_ACCESS_ERR = 10, ...), or kTimedOut / kPostFailed.
@@ -104,6 +118,9 @@ class RoguePeer {
     bool accept(int timeout_ms = 10000);
     // Why the last call failed.
     const std::string& error() const { return error_; }
+    // The CM event that ended the last failed setup call (the one that was
+    // not what it waited for), e.g. RDMA_CM_EVENT_REJECTED; -1 if none.
+    int last_cm_event() const { return last_cm_event_; }
 
     // What the peer's Hello or HelloAck said.
     uint32_t peer_rcv_size() const { return peer_rcv_size_; }
@@ -128,6 +145,8 @@ class RoguePeer {
     // The next message (not Data with payload, not a credit update) with
     // this mid, removed from the inbox; messages before it stay.
     std::optional<Message> wait_for(uint8_t mid, int timeout_ms = 10000);
+    // The next message with any of these mids.
+    std::optional<Message> wait_for_any(const std::vector<uint8_t>& mids, int timeout_ms = 10000);
     // Everything received and not taken, oldest first.
     const std::deque<Message>& inbox() const { return inbox_; }
 
@@ -139,6 +158,10 @@ class RoguePeer {
                   const std::vector<uint8_t>& payload = {}, uint8_t flags = 0,
                   std::optional<uint32_t> len_override = std::nullopt,
                   std::optional<uint32_t> mseq_override = std::nullopt, int timeout_ms = 5000);
+    // As send_raw, but with another opcode: imm_or_rkey is the immediate
+    // (kSendWithImm) or the rkey the peer's HCA invalidates (kSendWithInv).
+    bool send_raw_op(SendOp op, uint32_t imm_or_rkey, uint8_t mid,
+                     const std::vector<uint8_t>& extra, const std::vector<uint8_t>& payload = {});
     bool send_src_avail(uint32_t len, uint32_t rkey, uint64_t vaddr,
                         const std::vector<uint8_t>& inline_payload = {});
     bool send_sink_avail(uint32_t len, uint32_t rkey, uint64_t vaddr);
@@ -156,12 +179,20 @@ class RoguePeer {
                   int timeout_ms = 10000);
     int rdma_write(ibv_mr* mr, const void* p, uint32_t len, uint64_t raddr, uint32_t rkey,
                    int timeout_ms = 10000);
+    // RDMA Write with Immediate: consumes one of the peer's receive
+    // buffers.  len 0 needs no MR, no address and no key.
+    int rdma_write_imm(ibv_mr* mr, const void* p, uint32_t len, uint64_t raddr, uint32_t rkey,
+                       uint32_t imm, int timeout_ms = 10000);
 
     // ---- knobs ----
     void set_repost(bool on) { repost_ = on; } // re-post receive buffers
     bool post_receives();                      // post every buffer not posted
     void set_claimed_bufs(int n) { opt_.claimed_bufs = n; }
     void set_auto_credit_updates(bool on) { auto_updates_ = on; }
+    // The peer dies without a word: our QP goes to the error state, so our
+    // HCA answers nothing more (no ACK, no NAK, no DREQ), as a host that
+    // lost power.  The CM id stays.
+    bool kill_qp();
 
     // ---- connection state ----
     void disconnect();
@@ -195,12 +226,17 @@ class RoguePeer {
     uint16_t bufs_field() const;
     uint32_t remote_credits() const;
     bool wait_send_slot(int timeout_ms);
-    int rdma_op(bool write, ibv_mr* mr, const void* p, uint32_t len, uint64_t raddr, uint32_t rkey,
-                int timeout_ms);
+    bool post_message(SendOp op, uint32_t imm_or_rkey, uint8_t mid,
+                      const std::vector<uint8_t>& extra, const std::vector<uint8_t>& payload,
+                      uint8_t flags, std::optional<uint32_t> len_override,
+                      std::optional<uint32_t> mseq_override, int timeout_ms);
+    int rdma_op(int opcode, ibv_mr* mr, const void* p, uint32_t len, uint64_t raddr, uint32_t rkey,
+                uint32_t imm, int timeout_ms);
     bool fail(const std::string& why);
 
     Options opt_;
     std::string error_;
+    int last_cm_event_ = -1;
     rdma_event_channel* ch_ = nullptr;
     rdma_cm_id* listen_id_ = nullptr;
     rdma_cm_id* id_ = nullptr;
@@ -237,6 +273,49 @@ class RoguePeer {
     std::vector<std::string> kernel_errors_;
     uint64_t next_wr_id_ = 1;
     std::map<uint64_t, int> rdma_status_; // wr_id -> status, once complete
+};
+
+// A flood of connection requests that never complete: QP-less RDMA CM ids
+// (conn_param.qp_num names a QP that does not exist) each send a REQ with a
+// valid Hello, get the REP as RDMA_CM_EVENT_CONNECT_RESPONSE and never call
+// rdma_establish(), so no RTU goes: the listener's children stay half-open
+// until their REP retries run out (about a minute) or they are evicted.
+// Destroying the ids sends REJs (ending the children).
+class ReqFlood {
+  public:
+    ReqFlood();
+    ~ReqFlood();
+    ReqFlood(const ReqFlood&) = delete;
+    ReqFlood& operator=(const ReqFlood&) = delete;
+
+    // Send n more REQs to ip:port, one id after the other; returns how
+    // many went out (error() says why the others did not).
+    int send(const char* ip, int port, int n, int timeout_ms = 10000);
+    // Handle the CM events there are, waiting up to timeout_ms for one.
+    void pump(int timeout_ms);
+    // Pump until every REQ sent has had an answer (REP, REJ, or the CM
+    // gave up); false on timeout.
+    bool wait_answered(int timeout_ms);
+    // Destroy every id (the CM sends a REJ for each half-open one).
+    void destroy();
+
+    int sent() const { return static_cast<int>(ids_.size()); }
+    int responses() const { return responses_; } // REPs (CONNECT_RESPONSE)
+    int rejected() const { return rejected_; }   // REJ before or after the REP
+    int failed() const { return failed_; }       // UNREACHABLE, CONNECT_ERROR
+    const std::string& error() const { return error_; }
+
+  private:
+    bool wait_event(rdma_cm_id* id, int expect, int timeout_ms);
+    void handle(rdma_cm_id* id, int event);
+
+    rdma_event_channel* ch_ = nullptr;
+    std::vector<rdma_cm_id*> ids_;
+    std::map<rdma_cm_id*, int> last_event_; // per id, the last CM event
+    int responses_ = 0;
+    int rejected_ = 0;
+    int failed_ = 0;
+    std::string error_;
 };
 
 template <typename Pred> bool RoguePeer::pump_until(Pred pred, int timeout_ms)

@@ -15,6 +15,15 @@
 // into a SinkAvail all work, so the failures are the kernel's answers to
 // the violations and not a broken tool.
 //
+// Beyond zero copy (the findings of the 2026-11-24 security review): offers
+// that carry no kernel address (F13), no SinkAvail for kernel memory and no
+// stale bytes for a lying RdmaWrCompl (F3), nothing delivered after a reset
+// (F9), non-blocking receives that never sleep (F10), cancels the peer never
+// answers (F11), keepalive against a dead peer without credits (F12),
+// receive completions that are not a plain SEND (F18), a peer that grants
+// credits without receive buffers (F19), malformed Hellos and floods of
+// connection requests that never complete (F4).
+//
 // Runs as root inside the test VM after scripts/vm/rxe-setup.sh, with sdp.ko
 // loaded (net.sdp defaults: zcopy_thresh 64 KiB), rdma_ucm and ib_uverbs
 // loaded for the userspace verbs.  Both ends use 10.77.0.1 (rxe0).
@@ -24,18 +33,24 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
+#include <fcntl.h>
 #include <functional>
 #include <infiniband/verbs.h>
 #include <memory>
 #include <mutex>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <rdma/rdma_cma.h>
 
 namespace sdp::vmtest {
 namespace {
 
 using rogue::Message;
 using rogue::Options;
+using rogue::ReqFlood;
 using rogue::RoguePeer;
+using rogue::SendOp;
 
 constexpr size_t kKiB = 1024;
 // How long the kernel may take to notice an abort on its own.
@@ -63,6 +78,82 @@ long mismatch(const uint8_t* p, size_t n, uint64_t at = 0, uint64_t seed = 0)
         if (p[i] != pattern(at + i, seed))
             return static_cast<long>(i);
     return -1;
+}
+
+// F13: the address in a SrcAvail or SinkAvail the kernel sends must not be
+// a kernel address.  The registration's DMA address is one on Soft-RoCE (a
+// direct-map pointer, 0xffff8...), a bus or physical address elsewhere.
+void expect_no_kernel_address(const Message& m, const char* what)
+{
+    EXPECT_EQ(m.vaddr >> 47, 0u) << what << " vaddr 0x" << std::hex << m.vaddr << std::dec
+                                 << ": the kernel gave its peer a kernel address";
+}
+
+std::vector<uint8_t> pattern_vector(size_t n, uint64_t seed, uint64_t at = 0)
+{
+    std::vector<uint8_t> v(n);
+    for (size_t i = 0; i < n; i++)
+        v[i] = pattern(at + i, seed);
+    return v;
+}
+
+std::chrono::milliseconds::rep ms_since(std::chrono::steady_clock::time_point t0)
+{
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 t0)
+        .count();
+}
+
+// /proc/meminfo field in KiB, -1 if missing.
+long long meminfo_kib(const std::string& field)
+{
+    std::istringstream in(read_file("/proc/meminfo").value_or(""));
+    std::string name;
+    long long v = 0;
+    std::string unit;
+    while (in >> name >> v) {
+        std::getline(in, unit);
+        if (name == field + ":")
+            return v;
+    }
+    return -1;
+}
+
+// QPs of every RDMA device (`rdma res show`: "0: rxe0: pd 3 cq 6 qp 6 ..."),
+// -1 if the tool said nothing.
+long rdma_qp_count()
+{
+    FILE* p = popen("rdma res show 2>/dev/null", "r");
+    if (!p)
+        return -1;
+    std::string text;
+    char buf[512];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0)
+        text.append(buf, n);
+    pclose(p);
+    std::istringstream in(text);
+    std::string word;
+    long total = -1;
+    while (in >> word)
+        if (word == "qp") {
+            long v = 0;
+            if (in >> v)
+                total = (total < 0 ? 0 : total) + v;
+        }
+    return total;
+}
+
+// Children of the listener on port that are half-open (SYN_RECV in
+// /proc/net/sdp).
+int half_open(int port)
+{
+    const std::string suffix = ":" + std::to_string(port);
+    int n = 0;
+    for (const ProcLine& p : proc_sockets())
+        n += p.state == "SYN_RECV" && p.local.size() > suffix.size() &&
+             p.local.compare(p.local.size() - suffix.size(), suffix.size(), suffix) == 0;
+    return n;
 }
 
 // A blocking socket call on its own thread, waited for with a deadline.  A
@@ -117,14 +208,20 @@ short wait_pollerr(int fd, int ms)
     }
 }
 
-// A net.sdp sysctl set for the scope of a test, if the module has it.
+// A net.sdp sysctl set for the scope of a test.  A sysctl the module does
+// not have (renamed, not implemented yet) fails the test: the test would
+// otherwise run under conditions it does not describe.
 class SysctlOverride {
   public:
     SysctlOverride(const std::string& name, const std::string& value)
         : path_("/proc/sys/net/sdp/" + name), old_(read_file(path_))
     {
-        if (old_)
-            EXPECT_TRUE(write_file(path_, value)) << path_;
+        if (!old_) {
+            ADD_FAILURE() << path_ << " does not exist: the test cannot set " << name << " to "
+                          << value;
+            return;
+        }
+        EXPECT_TRUE(write_file(path_, value)) << path_;
     }
     ~SysctlOverride()
     {
@@ -267,6 +364,50 @@ class Rogue : public ::testing::Test {
         EXPECT_EQ(res->err, ECONNRESET) << what << ": " << describe_call(res);
     }
 
+    // A kernel call that must end within ms on its own.  If it does not,
+    // the test fails, and the rogue disconnects so that the call ends and
+    // the test goes on; nullopt if even that did not end it.
+    std::optional<KernelCall::Result> bounded(KernelCall& call, RoguePeer& r, int ms,
+                                              const std::string& what)
+    {
+        auto res = call.wait(ms);
+        EXPECT_TRUE(res) << what << ": still blocked " << ms << " ms later; " << r.describe();
+        if (!res) {
+            r.disconnect();
+            res = call.wait(10000);
+            if (!res)
+                ADD_FAILURE() << what << ": still blocked 10 s after the rogue disconnected too";
+        }
+        return res;
+    }
+
+    // F9: after the reset was reported, recv() says EOF, times times, and
+    // never returns bytes.
+    void expect_eof_after_reset(const std::string& what, int times = 2)
+    {
+        for (int i = 0; i < times; i++) {
+            if (i)
+                std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            auto buf = std::make_shared<std::vector<uint8_t>>(64 * kKiB, 0x33);
+            KernelCall rc = kernel_recv(buf);
+            const auto res = rc.wait(kDetectMs);
+            ASSERT_TRUE(res) << what << ": recv() #" << i + 2 << " blocks on a reset socket";
+            EXPECT_EQ(res->ret, 0) << what << ": recv() #" << i + 2
+                                   << " after the reset was reported: " << describe_call(res);
+        }
+    }
+
+    // A kernel listener with this backlog on port_.
+    void listen_with_backlog(int backlog)
+    {
+        listener_ = Fd(socket(sdp_family(), SOCK_STREAM, 0));
+        ASSERT_GE(listener_.get(), 0) << strerror(errno);
+        const sockaddr_in a = make_addr(kAddrA, port_);
+        ASSERT_EQ(bind(listener_.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0)
+            << strerror(errno);
+        ASSERT_EQ(listen(listener_.get(), backlog), 0) << strerror(errno);
+    }
+
     void expect_clean_rogue(const RoguePeer& r)
     {
         EXPECT_TRUE(r.kernel_errors().empty()) << "the kernel broke the protocol: " << r.describe();
@@ -374,6 +515,8 @@ TEST_F(Rogue, ControlReadsSrcAvailCorrectly)
     ASSERT_TRUE(sa) << r.describe();
     EXPECT_EQ(sa->zc_len, kLen);
     EXPECT_EQ(sa->payload_len(), 0u);
+    // F13: no kernel address, and the RDMA Reads below at that address work.
+    expect_no_kernel_address(*sa, "SrcAvail");
     std::vector<uint8_t> in(kLen);
     ibv_mr* mr = r.register_memory(in.data(), in.size(), IBV_ACCESS_LOCAL_WRITE);
     ASSERT_TRUE(mr) << r.error();
@@ -410,6 +553,8 @@ TEST_F(Rogue, ControlWritesSinkAvailCorrectly)
     const auto sk = r.wait_for(SDP_MID_SINK_AVAIL);
     ASSERT_TRUE(sk) << r.describe();
     EXPECT_EQ(sk->zc_len, in->size());
+    // F13: no kernel address, and the RDMA Write below at that address works.
+    expect_no_kernel_address(*sk, "SinkAvail");
     constexpr uint32_t kLen = 200000;
     auto out = pattern_buffer(kLen, 7);
     ibv_mr* mr = r.register_memory(out->data(), out->size(), 0);
@@ -442,14 +587,20 @@ struct Offer {
 
 class RogueSource : public Rogue {
   protected:
-    void offer(RoguePeer& r, Offer* o, size_t len = 256 * kKiB)
+    void offer(RoguePeer& r, Offer* o, size_t len = 256 * kKiB, int sndtimeo_ms = 0)
     {
         ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
+        if (sndtimeo_ms) {
+            const timeval tv{sndtimeo_ms / 1000, (sndtimeo_ms % 1000) * 1000};
+            ASSERT_EQ(setsockopt(kfd_.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0)
+                << strerror(errno);
+        }
         o->buf = pattern_buffer(len, 8);
         o->call = std::make_unique<KernelCall>(kernel_send(o->buf));
         const auto sa = r.wait_for(SDP_MID_SRC_AVAIL);
         ASSERT_TRUE(sa) << "no SrcAvail: " << r.describe();
         ASSERT_EQ(sa->zc_len, len);
+        expect_no_kernel_address(*sa, "SrcAvail");
         o->sa = *sa;
     }
 
@@ -799,14 +950,20 @@ class RogueSinkAvail : public Rogue {
     };
     // A blocking 256 KiB recv() with nothing queued: after its busy poll the
     // kernel advertises the buffer.
-    void advert(RoguePeer& r, Advert* a, uint8_t fill = 0x11)
+    void advert(RoguePeer& r, Advert* a, uint8_t fill = 0x11, int rcvtimeo_ms = 0)
     {
         ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
+        if (rcvtimeo_ms) {
+            const timeval tv{rcvtimeo_ms / 1000, (rcvtimeo_ms % 1000) * 1000};
+            ASSERT_EQ(setsockopt(kfd_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0)
+                << strerror(errno);
+        }
         a->buf = std::make_shared<std::vector<uint8_t>>(256 * kKiB, fill);
         a->call = std::make_unique<KernelCall>(kernel_recv(a->buf));
         const auto sk = r.wait_for(SDP_MID_SINK_AVAIL);
         ASSERT_TRUE(sk) << "no SinkAvail: " << r.describe();
         ASSERT_EQ(sk->zc_len, a->buf->size());
+        expect_no_kernel_address(*sk, "SinkAvail");
         a->sk = *sk;
     }
 
@@ -919,6 +1076,812 @@ TEST_F(RogueSinkAvail, KeyIsInvalidAfterRecvFailed)
         changed += b != 0x11;
     EXPECT_EQ(changed, 0u) << "bytes of the application's buffer changed after recv() returned";
     expect_clean_rogue(r);
+}
+
+// ---- F3: lying RdmaWrCompl, and no SinkAvail for kernel memory ---------------
+
+// F3, user memory: RdmaWrCompl for the whole advertisement without any RDMA
+// Write.  Nothing can prove a write happened (RDMA Write gives the sink no
+// completion), so recv() returns the claimed bytes; what it must never do
+// is return bytes from anywhere but the application's own buffer: every
+// byte is what the application had there (0x11), i.e. no kernel memory and
+// no memory of anybody else (Documentation/security.md, F3).  Kernel memory
+// is never advertised (SpliceFromTheSocketNeverAdvertisesKernelMemory).
+TEST_F(RogueSinkAvail, RdmaWrComplWithoutAWriteReturnsOnlyTheApplicationsOwnBytes)
+{
+    RoguePeer r;
+    Advert a;
+    ASSERT_NO_FATAL_FAILURE(advert(r, &a, 0x11));
+    ASSERT_TRUE(r.send_wr_compl(a.sk.zc_len)) << r.error();
+    const auto res = bounded(*a.call, r, kDetectMs, "recv() after a lying RdmaWrCompl");
+    ASSERT_TRUE(res);
+    if (res->ret == -1) {
+        EXPECT_EQ(res->err, ECONNRESET) << describe_call(res);
+    } else {
+        EXPECT_EQ(res->ret, static_cast<ssize_t>(a.sk.zc_len)) << describe_call(res);
+        size_t foreign = 0;
+        for (ssize_t i = 0; i < res->ret; i++)
+            foreign += (*a.buf)[static_cast<size_t>(i)] != 0x11;
+        EXPECT_EQ(foreign, 0u) << "recv() returned bytes that were neither written by the peer "
+                                  "nor the application's own";
+    }
+    expect_clean_rogue(r);
+}
+
+// F3, user memory: 100 KiB written, RdmaWrCompl claims all 256 KiB.  recv()
+// returns the written bytes, then (the claim) the application's own bytes
+// that were there before, never anything else; or the connection resets.
+TEST_F(RogueSinkAvail, RdmaWrComplClaimingMoreThanWrittenReturnsOnlyKnownBytes)
+{
+    RoguePeer r;
+    Advert a;
+    ASSERT_NO_FATAL_FAILURE(advert(r, &a, 0x11));
+    constexpr uint32_t kWritten = 100 * kKiB;
+    auto out = pattern_buffer(kWritten, 12);
+    ibv_mr* mr = r.register_memory(out->data(), out->size(), 0);
+    ASSERT_TRUE(mr) << r.error();
+    ASSERT_EQ(r.rdma_write(mr, out->data(), kWritten, a.sk.vaddr, a.sk.rkey), IBV_WC_SUCCESS);
+    ASSERT_TRUE(r.send_wr_compl(a.sk.zc_len)) << r.error();
+    const auto res = bounded(*a.call, r, kDetectMs, "recv() after an RdmaWrCompl claiming more");
+    ASSERT_TRUE(res);
+    if (res->ret == -1) {
+        EXPECT_EQ(res->err, ECONNRESET) << describe_call(res);
+    } else {
+        EXPECT_GT(res->ret, 0) << describe_call(res);
+        const size_t got = static_cast<size_t>(std::max<ssize_t>(res->ret, 0));
+        EXPECT_EQ(mismatch(a.buf->data(), std::min(got, static_cast<size_t>(kWritten)), 0, 12), -1)
+            << "the bytes the peer wrote";
+        size_t foreign = 0;
+        for (size_t i = kWritten; i < got; i++)
+            foreign += (*a.buf)[i] != 0x11;
+        EXPECT_EQ(foreign, 0u) << "beyond what was written: not the application's own bytes";
+    }
+    expect_clean_rogue(r);
+}
+
+// F3, kernel memory: splice() from the socket into a pipe receives into
+// pages the kernel allocated (on >= 6.5 copy_splice_read()'s fresh pages).
+// With the threshold lowered so that the pipe would qualify, the kernel
+// must never advertise them (SinkAvail): an RdmaWrCompl cannot be checked,
+// and a lie would give the pipe uninitialised kernel memory.  The rogue
+// waits before each piece so that the splice reader sleeps (where it would
+// advertise), answers any SinkAvail with the lie, sends its bytes by Data
+// and, for the last piece, by a SrcAvail (an RDMA Read into the pipe's
+// pages completes only once the bytes landed: allowed); the pipe must get
+// exactly the rogue's bytes.
+TEST_F(Rogue, SpliceFromTheSocketNeverAdvertisesKernelMemory)
+{
+    RoguePeer r;
+    ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
+    const int thresh = 4096;
+    ASSERT_EQ(setsockopt(kfd_.get(), SOL_SDP, SDP_ZCOPY_THRESH, &thresh, sizeof(thresh)), 0)
+        << strerror(errno);
+    int p[2];
+    ASSERT_EQ(pipe(p), 0) << strerror(errno);
+    Fd rd(p[0]), wr(p[1]);
+    ASSERT_GE(fcntl(wr.get(), F_SETPIPE_SZ, 1 << 20), 1 << 20) << strerror(errno);
+    constexpr size_t kPiece = 64 * kKiB;
+    constexpr int kDataPieces = 4;
+    constexpr size_t kTotal = kPiece * (kDataPieces + 1);
+    const int fd = kfd_.get();
+    const int wfd = wr.get();
+    KernelCall k([fd, wfd]() -> ssize_t {
+        size_t got = 0;
+        while (got < kTotal) {
+            const ssize_t n = splice(fd, nullptr, wfd, nullptr, 256 * kKiB, 0);
+            if (n <= 0)
+                return n < 0 ? -1 : static_cast<ssize_t>(got);
+            got += static_cast<size_t>(n);
+        }
+        return static_cast<ssize_t>(got);
+    });
+    const auto data = pattern_vector(kTotal, 13);
+    unsigned long lies = 0;
+    auto answer_sink_avails = [&] {
+        for (;;) {
+            const auto sk = r.wait_for(SDP_MID_SINK_AVAIL, 0);
+            if (!sk)
+                return;
+            lies++;
+            ASSERT_TRUE(r.send_wr_compl(sk->zc_len)) << r.error();
+        }
+    };
+    for (int i = 0; i < kDataPieces; i++) {
+        r.pump_until([] { return false; }, 300); // the reader goes to sleep
+        ASSERT_NO_FATAL_FAILURE(answer_sink_avails());
+        ASSERT_TRUE(r.send_data(data.data() + i * kPiece, kPiece)) << r.error();
+    }
+    // The last piece by SrcAvail: read (RdmaRdCompl) or given up (SendSM,
+    // then the rest by Data).
+    r.pump_until([] { return false; }, 300);
+    ASSERT_NO_FATAL_FAILURE(answer_sink_avails());
+    std::vector<uint8_t> src(data.end() - kPiece, data.end());
+    ibv_mr* mr = r.register_memory(src.data(), src.size(), IBV_ACCESS_REMOTE_READ);
+    ASSERT_TRUE(mr) << r.error();
+    ASSERT_TRUE(r.send_src_avail(kPiece, mr->rkey, reinterpret_cast<uintptr_t>(src.data())))
+        << r.error();
+    uint32_t was_read = 0;
+    while (was_read < kPiece) {
+        const auto m = r.wait_for_any({SDP_MID_RDMA_RD_COMPL, SDP_MID_SEND_SM}, 10000);
+        ASSERT_TRUE(m) << "no RdmaRdCompl or SendSM for the SrcAvail: " << r.describe();
+        if (m->h.mid == SDP_MID_RDMA_RD_COMPL) {
+            was_read += m->compl_len;
+            continue;
+        }
+        ASSERT_TRUE(r.send_data(src.data() + was_read, kPiece - was_read)) << r.error();
+        break;
+    }
+    const auto res = bounded(k, r, 20000, "splice()");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->ret, static_cast<ssize_t>(kTotal)) << describe_call(res);
+    std::vector<uint8_t> got(kTotal + 256 * kKiB);
+    size_t n = 0;
+    ASSERT_EQ(fcntl(rd.get(), F_SETFL, O_NONBLOCK), 0);
+    for (ssize_t m; (m = read(rd.get(), got.data() + n, got.size() - n)) > 0;)
+        n += static_cast<size_t>(m);
+    EXPECT_EQ(n, kTotal) << "bytes in the pipe";
+    EXPECT_EQ(mismatch(got.data(), std::min(n, kTotal), 0, 13), -1)
+        << "the pipe holds bytes the rogue never sent";
+    EXPECT_EQ(lies, 0u) << "the kernel advertised kernel memory (SinkAvail) during splice()";
+    EXPECT_EQ(r.rx_count(SDP_MID_SINK_AVAIL), 0u);
+    EXPECT_EQ(delta("tx_sink_avail"), 0u);
+    expect_clean_rogue(r);
+}
+
+// ---- F9: nothing is delivered after a reset ----------------------------------
+
+class RogueAfterReset : public RogueSink {
+  protected:
+    // A violation resets the connection; the rogue keeps the kernel's
+    // AbortConn from completing (it claims receive buffers it has not
+    // posted), so the RC connection stays up, and sends more: Data with the
+    // mseq the kernel did not account for the violating message, Data with
+    // the next mseq, a new SrcAvail.  recv() reports ECONNRESET once and EOF
+    // after that; none of those bytes reaches the application, the new
+    // offer is never read.
+    void nothing_after(const std::function<bool(RoguePeer&, const Src&)>& violate,
+                       const std::string& what)
+    {
+        SysctlOverride grace("zcopy_sink_wait_ms", "20000");
+        Options opt;
+        opt.rx_bufs = 4;
+        opt.initial_posted = 0;
+        opt.claimed_bufs = 16;
+        RoguePeer r(opt);
+        ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
+        Src s;
+        ASSERT_NO_FATAL_FAILURE(make_src(r, &s));
+        ASSERT_TRUE(violate(r, s)) << r.error();
+        const uint32_t bad_mseq = r.next_tx_mseq() - 1;
+        ASSERT_EQ(wait_pollerr(kfd_.get(), kDetectMs) & POLLERR, POLLERR)
+            << what << ": no POLLERR; " << r.describe();
+        const auto after = pattern_vector(300, 14);
+        ASSERT_TRUE(r.send_raw(SDP_MID_DATA, {}, {after.begin(), after.begin() + 100}, 0,
+                               std::nullopt, bad_mseq))
+            << r.error();
+        ASSERT_TRUE(r.send_raw(SDP_MID_DATA, {}, {after.begin() + 100, after.end()})) << r.error();
+        ASSERT_TRUE(r.send_src_avail(64 * kKiB, s.mr->rkey,
+                                     reinterpret_cast<uintptr_t>(s.mem.data()) + 64 * kKiB))
+            << r.error();
+        r.pump_until([] { return false; }, 300);
+        auto in = std::make_shared<std::vector<uint8_t>>(128 * kKiB, 0x33);
+        KernelCall k = kernel_recv(in);
+        const auto res = k.wait(kDetectMs);
+        ASSERT_TRUE(res) << what << ": recv() blocks on a reset connection; " << r.describe();
+        EXPECT_EQ(res->ret, -1) << what << ": recv() #1: " << describe_call(res);
+        EXPECT_EQ(res->err, ECONNRESET) << what << ": recv() #1: " << describe_call(res);
+        ASSERT_NO_FATAL_FAILURE(expect_eof_after_reset(what, 3));
+        size_t changed = 0;
+        for (uint8_t b : *in)
+            changed += b != 0x33;
+        EXPECT_EQ(changed, 0u) << what << ": bytes landed in the application's buffer";
+        EXPECT_EQ(delta("zcopy_rdma_reads"), 0u) << what << ": the kernel read an offer";
+        EXPECT_EQ(delta("zcopy_rx_bytes"), 0u);
+        EXPECT_EQ(delta("conn_err_protocol"), 1u);
+        // Let the kernel's AbortConn through; the connection ends.
+        ASSERT_TRUE(r.post_receives()) << r.error();
+        EXPECT_TRUE(r.pump_until([&] { return r.disconnected() || r.qp_failed(); }, 15000))
+            << what << ": the RC connection did not end; " << r.describe();
+        expect_clean_rogue(r);
+    }
+};
+
+// F9 after the violation of DataWhileSrcAvailOutstandingResets.
+TEST_F(RogueAfterReset, NothingIsDeliveredAfterDataOvertookASrcAvail)
+{
+    nothing_after(
+        [](RoguePeer& r, const Src& s) {
+            return r.send_src_avail(64 * kKiB, s.mr->rkey,
+                                    reinterpret_cast<uintptr_t>(s.mem.data())) &&
+                   r.send_raw(SDP_MID_DATA, {}, std::vector<uint8_t>(100, 0x42));
+        },
+        "Data overtaking a SrcAvail");
+}
+
+// F9 after an unknown mid.
+TEST_F(RogueAfterReset, NothingIsDeliveredAfterAnUnknownMid)
+{
+    nothing_after([](RoguePeer& r, const Src&) { return r.send_raw(0x42, {}); }, "mid 0x42");
+}
+
+// ---- F10: non-blocking receives over a rogue SrcAvail never sleep ----------------
+
+class RogueNonBlocking : public RogueSink {
+  protected:
+    // A non-blocking recv() with the rogue's offer (64 KiB of pattern 9) the
+    // next thing in the stream and the rogue silent: it returns well under
+    // a second, EAGAIN or bytes of the offer.  Returns what it returned.
+    ssize_t nonblocking_recv(int flags, const std::string& what)
+    {
+        auto in = std::make_shared<std::vector<uint8_t>>(64 * kKiB, 0x33);
+        const auto t0 = std::chrono::steady_clock::now();
+        KernelCall k = kernel_recv(in, flags);
+        const auto res = k.wait(15000);
+        const auto ms = ms_since(t0);
+        EXPECT_TRUE(res) << what << ": still blocked after 15 s";
+        if (!res)
+            return -2;
+        EXPECT_LT(ms, 1000) << what << " slept " << ms << " ms: " << describe_call(res);
+        if (res->ret > 0) {
+            EXPECT_EQ(mismatch(in->data(), static_cast<size_t>(res->ret), 0, 9), -1) << what;
+        } else {
+            EXPECT_EQ(res->ret, -1) << what << ": " << describe_call(res);
+            EXPECT_EQ(res->err, EAGAIN) << what << ": " << describe_call(res);
+        }
+        return res->ret;
+    }
+
+    void offer_64k(RoguePeer& r, Src* s)
+    {
+        ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
+        ASSERT_NO_FATAL_FAILURE(make_src(r, s, 64 * kKiB));
+        ASSERT_TRUE(
+            r.send_src_avail(64 * kKiB, s->mr->rkey, reinterpret_cast<uintptr_t>(s->mem.data())))
+            << r.error();
+        pollfd pfd{kfd_.get(), POLLIN, 0};
+        ASSERT_EQ(poll(&pfd, 1, kDetectMs), 1) << "the offer does not make the socket readable";
+    }
+};
+
+// F10: MSG_DONTWAIT | MSG_PEEK gives the offer up (SendSM) and must not then
+// wait for the bytes; neither must a second one, nor a plain MSG_DONTWAIT.
+// Then the rogue sends the bytes by Data as the protocol asks, and they
+// arrive intact.
+TEST_F(RogueNonBlocking, PeekOverAnOutstandingOfferReturnsAtOnce)
+{
+    SysctlOverride grace("zcopy_sink_wait_ms", "20000"); // the offer stays
+    RoguePeer r;
+    Src s;
+    ASSERT_NO_FATAL_FAILURE(offer_64k(r, &s));
+    nonblocking_recv(MSG_DONTWAIT | MSG_PEEK, "recv(MSG_DONTWAIT | MSG_PEEK) over an offer");
+    nonblocking_recv(MSG_DONTWAIT | MSG_PEEK, "a second recv(MSG_DONTWAIT | MSG_PEEK)");
+    const ssize_t got = nonblocking_recv(MSG_DONTWAIT, "recv(MSG_DONTWAIT) after the peek");
+    ASSERT_GE(got, -1);
+    const size_t taken = got > 0 ? static_cast<size_t>(got) : 0;
+    if (taken < s.mem.size()) {
+        ASSERT_TRUE(r.wait_for(SDP_MID_SEND_SM))
+            << "the peek did not give the offer up; " << r.describe();
+        ASSERT_TRUE(r.send_data(s.mem.data() + taken, s.mem.size() - taken)) << r.error();
+        std::vector<uint8_t> rest(s.mem.size() - taken);
+        ASSERT_EQ(recv(kfd_.get(), rest.data(), rest.size(), MSG_WAITALL),
+                  static_cast<ssize_t>(rest.size()))
+            << strerror(errno);
+        EXPECT_EQ(mismatch(rest.data(), rest.size(), taken, 9), -1);
+    }
+    expect_clean_rogue(r);
+    EXPECT_EQ(delta("conn_err_protocol"), 0u);
+}
+
+// F10: MSG_DONTWAIT over an offer: read at once by RDMA Read, or EAGAIN.
+TEST_F(RogueNonBlocking, DontwaitOverAnOutstandingOfferReturnsAtOnce)
+{
+    SysctlOverride grace("zcopy_sink_wait_ms", "20000");
+    RoguePeer r;
+    Src s;
+    ASSERT_NO_FATAL_FAILURE(offer_64k(r, &s));
+    nonblocking_recv(MSG_DONTWAIT, "recv(MSG_DONTWAIT) over an offer");
+    expect_clean_rogue(r);
+    EXPECT_EQ(delta("conn_err_protocol"), 0u);
+}
+
+// F10: O_NONBLOCK recv() over an offer that cannot be registered (the
+// registration-failure knob): given up for bcopy, and then no sleep.
+TEST_F(RogueNonBlocking, NonblockingRecvOfAnOfferThatCannotBeRegisteredReturnsAtOnce)
+{
+    SysctlOverride grace("zcopy_sink_wait_ms", "20000");
+    SysctlOverride fail_reg("zcopy_fail_reg", "1");
+    RoguePeer r;
+    Src s;
+    ASSERT_NO_FATAL_FAILURE(offer_64k(r, &s));
+    ASSERT_EQ(fcntl(kfd_.get(), F_SETFL, fcntl(kfd_.get(), F_GETFL) | O_NONBLOCK), 0);
+    nonblocking_recv(0, "O_NONBLOCK recv() over an offer that cannot be registered");
+    nonblocking_recv(0, "a second O_NONBLOCK recv()");
+    expect_clean_rogue(r);
+}
+
+// ---- F11: cancels the rogue never answers -------------------------------------------
+
+constexpr int kCancelMs = 1000;
+// What the kernel may take beyond zcopy_cancel_ms to give up and return.
+constexpr int kCancelSlackMs = 3000;
+
+// F11: the rogue sink answers the kernel's SrcAvail with SendSM, then never
+// answers the SrcAvailCancel that follows: send() returns within
+// zcopy_cancel_ms, the connection is reset, zcopy_timeouts counts it.
+TEST_F(RogueSource, SendSmThenNoAnswerToTheCancelIsBounded)
+{
+    SysctlOverride cancel("zcopy_cancel_ms", std::to_string(kCancelMs));
+    RoguePeer r;
+    Offer o;
+    ASSERT_NO_FATAL_FAILURE(offer(r, &o));
+    ASSERT_TRUE(r.send_control(SDP_MID_SEND_SM)) << r.error();
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_TRUE(r.wait_for(SDP_MID_SRC_AVAIL_CANCEL, kDetectMs))
+        << "no SrcAvailCancel after SendSM; " << r.describe();
+    const auto res = bounded(*o.call, r, kCancelMs + kCancelSlackMs, "send() after SendSM");
+    ASSERT_TRUE(res);
+    EXPECT_LE(ms_since(t0), kCancelMs + kCancelSlackMs + 200);
+    EXPECT_EQ(res->ret, -1) << describe_call(res);
+    EXPECT_TRUE(res->err == ECONNRESET || res->err == EPIPE) << describe_call(res);
+    expect_kernel_aborted(r);
+    EXPECT_EQ(delta("zcopy_timeouts"), 1u);
+    EXPECT_EQ(delta("zcopy_tx_bytes"), 0u);
+    expect_clean_rogue(r);
+}
+
+// F11: SO_SNDTIMEO makes the kernel cancel its SrcAvail; the rogue never
+// answers the cancel.
+TEST_F(RogueSource, SendTimeoutCancelNeverAnsweredIsBounded)
+{
+    SysctlOverride cancel("zcopy_cancel_ms", std::to_string(kCancelMs));
+    RoguePeer r;
+    Offer o;
+    ASSERT_NO_FATAL_FAILURE(offer(r, &o, 256 * kKiB, 500));
+    const auto c = r.wait_for(SDP_MID_SRC_AVAIL_CANCEL, kDetectMs);
+    ASSERT_TRUE(c) << "no SrcAvailCancel after SO_SNDTIMEO; " << r.describe();
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto res = bounded(*o.call, r, kCancelMs + kCancelSlackMs, "send() with SO_SNDTIMEO");
+    ASSERT_TRUE(res);
+    EXPECT_LE(ms_since(t0), kCancelMs + kCancelSlackMs + 200);
+    EXPECT_EQ(res->ret, -1) << describe_call(res);
+    EXPECT_TRUE(res->err == EAGAIN || res->err == ECONNRESET) << describe_call(res);
+    expect_kernel_aborted(r);
+    EXPECT_EQ(delta("zcopy_timeouts"), 1u);
+    EXPECT_EQ(delta("zcopy_tx_bytes"), 0u);
+    expect_clean_rogue(r);
+}
+
+// F11: SO_RCVTIMEO makes the kernel cancel its SinkAvail; the rogue never
+// answers (no SinkCancelAck).  The buffer is the application's again when
+// recv() returns: unchanged, and the key dead.
+TEST_F(RogueSinkAvail, RecvTimeoutCancelNeverAnsweredIsBounded)
+{
+    SysctlOverride cancel("zcopy_cancel_ms", std::to_string(kCancelMs));
+    RoguePeer r;
+    Advert a;
+    ASSERT_NO_FATAL_FAILURE(advert(r, &a, 0x11, 500));
+    const auto c = r.wait_for(SDP_MID_SINK_AVAIL_CANCEL, kDetectMs);
+    ASSERT_TRUE(c) << "no SinkAvailCancel after SO_RCVTIMEO; " << r.describe();
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto res = bounded(*a.call, r, kCancelMs + kCancelSlackMs, "recv() with SO_RCVTIMEO");
+    ASSERT_TRUE(res);
+    EXPECT_LE(ms_since(t0), kCancelMs + kCancelSlackMs + 200);
+    EXPECT_EQ(res->ret, -1) << describe_call(res);
+    EXPECT_TRUE(res->err == EAGAIN || res->err == ECONNRESET) << describe_call(res);
+    expect_kernel_aborted(r);
+    std::vector<uint8_t> junk(4096, 0xee);
+    ibv_mr* mr = r.register_memory(junk.data(), junk.size(), 0);
+    ASSERT_TRUE(mr) << r.error();
+    EXPECT_NE(r.rdma_write(mr, junk.data(), 4096, a.sk.vaddr, a.sk.rkey, kDetectMs),
+              IBV_WC_SUCCESS);
+    size_t changed = 0;
+    for (uint8_t b : *a.buf)
+        changed += b != 0x11;
+    EXPECT_EQ(changed, 0u);
+    EXPECT_EQ(delta("zcopy_timeouts"), 1u);
+    EXPECT_EQ(delta("zcopy_rx_bytes"), 0u);
+    expect_clean_rogue(r);
+}
+
+// ---- F12: keepalive without credits -----------------------------------------------
+
+// F12: the rogue never grants the kernel a credit (bufs 0 in its Hello and
+// nothing after), the kernel has data queued, and then the rogue dies
+// without a word (its QP stops answering: no ACK, no DREQ).  SO_KEEPALIVE
+// with idle 1 s, interval 1 s, 2 probes must report ETIMEDOUT within
+// idle + count * interval and a few seconds (the RC retries of a probe).
+TEST_F(Rogue, KeepaliveDetectsADeadPeerThatGrantedNoCredits)
+{
+    Options opt;
+    opt.claimed_bufs = 0;
+    RoguePeer r(opt);
+    r.set_auto_credit_updates(false);
+    ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
+    const int fd = kfd_.get();
+    const auto out = pattern_buffer(1000, 15);
+    KernelCall s([fd, out] { return send(fd, out->data(), out->size(), MSG_NOSIGNAL); });
+    const auto sres = s.wait(2000);
+    ASSERT_TRUE(sres) << "a 1000-byte send() blocks without credits (TCP would buffer it)";
+    EXPECT_EQ(sres->ret, 1000) << describe_call(sres);
+    const int one = 1, idle = 1, intvl = 1, cnt = 2;
+    ASSERT_EQ(setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)), 0) << strerror(errno);
+    ASSERT_EQ(setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)), 0) << strerror(errno);
+    ASSERT_EQ(setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl)), 0)
+        << strerror(errno);
+    ASSERT_EQ(setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)), 0) << strerror(errno);
+    EXPECT_EQ(r.tx_credits(), r.peer_hello_bufs()) << "the rogue sent something";
+    ASSERT_TRUE(r.kill_qp()) << r.error();
+    const auto t0 = std::chrono::steady_clock::now();
+    constexpr int kLimitMs = (1 + 2 * 1) * 1000 + 8000;
+    const short ev = wait_pollerr(fd, kLimitMs);
+    EXPECT_TRUE(ev & POLLERR) << "keepalive did not end the connection " << kLimitMs
+                              << " ms after the peer died (revents 0x" << std::hex << ev << ")";
+    if (ev & POLLERR) {
+        auto buf = std::make_shared<std::vector<uint8_t>>(4096);
+        KernelCall rc = kernel_recv(buf);
+        const auto res = rc.wait(kDetectMs);
+        ASSERT_TRUE(res) << "recv() blocks on a timed-out socket";
+        EXPECT_EQ(res->ret, -1) << describe_call(res);
+        EXPECT_EQ(res->err, ETIMEDOUT) << describe_call(res);
+    }
+    EXPECT_LE(ms_since(t0), kLimitMs + 100);
+}
+
+// F12, the other half: a peer that is alive but grants no credits (a reader
+// that stopped reading) keeps its connection, as TCP's window probes keep
+// one: the keepalive probe (a zero-length RDMA Write) needs no credit and
+// the rogue's HCA answers it.  Once the rogue grants credits, the queued
+// bytes arrive.
+TEST_F(Rogue, KeepaliveKeepsALivePeerThatGrantsNoCredits)
+{
+    Options opt;
+    opt.claimed_bufs = 0;
+    RoguePeer r(opt);
+    r.set_auto_credit_updates(false);
+    ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
+    const int fd = kfd_.get();
+    const auto out = pattern_buffer(1000, 15);
+    KernelCall s([fd, out] { return send(fd, out->data(), out->size(), MSG_NOSIGNAL); });
+    const auto sres = s.wait(2000);
+    ASSERT_TRUE(sres) << "a 1000-byte send() blocks without credits (TCP would buffer it)";
+    EXPECT_EQ(sres->ret, 1000) << describe_call(sres);
+    const int one = 1, idle = 1, intvl = 1, cnt = 2;
+    ASSERT_EQ(setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)), 0) << strerror(errno);
+    ASSERT_EQ(setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)), 0) << strerror(errno);
+    ASSERT_EQ(setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl)), 0)
+        << strerror(errno);
+    ASSERT_EQ(setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)), 0) << strerror(errno);
+    // Three times idle + count * interval: a probe that went unanswered
+    // would have ended the connection long before.
+    constexpr int kWaitMs = 3 * (1 + 2 * 1) * 1000;
+    const short ev = wait_pollerr(fd, kWaitMs);
+    EXPECT_FALSE(ev & (POLLERR | POLLHUP))
+        << "keepalive ended a connection whose peer is alive (revents 0x" << std::hex << ev << ")";
+    EXPECT_GE(delta("keepalive_probes"), 3u) << "no probes went out without credits";
+    EXPECT_EQ(delta("conn_err_timeout"), 0u);
+    ASSERT_TRUE(r.post_receives()) << r.error();
+    r.set_claimed_bufs(16);
+    ASSERT_TRUE(r.send_credit_update()) << r.error();
+    std::vector<uint8_t> in(1000);
+    ASSERT_TRUE(r.recv_data(in.data(), in.size())) << r.error();
+    EXPECT_EQ(mismatch(in.data(), in.size(), 0, 15), -1);
+    expect_clean_rogue(r);
+}
+
+// ---- F18: receive completions that are not a plain SEND ------------------------------
+
+// F18 helper: Data from the rogue arrives (the connection works) before
+// the violation.
+void data_arrives(RoguePeer& r, int fd)
+{
+    const auto v = pattern_vector(100, 16);
+    ASSERT_TRUE(r.send_data(v.data(), v.size())) << r.error();
+    std::vector<uint8_t> in(100);
+    ASSERT_EQ(recv(fd, in.data(), in.size(), MSG_WAITALL), 100) << strerror(errno);
+    EXPECT_EQ(mismatch(in.data(), in.size(), 0, 16), -1);
+}
+
+// F18: an RDMA Write with Immediate of 0 bytes (no key needed) consumes a
+// receive buffer holding a stale message: the kernel must reset, and never
+// deliver the buffer's bytes.
+TEST_F(Rogue, RdmaWriteWithImmediateOfZeroBytesResets)
+{
+    RoguePeer r;
+    ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
+    ASSERT_NO_FATAL_FAILURE(data_arrives(r, kfd_.get()));
+    EXPECT_EQ(r.rdma_write_imm(nullptr, nullptr, 0, 0, 0, 0x5a5a5a5a), IBV_WC_SUCCESS);
+    ASSERT_NO_FATAL_FAILURE(expect_socket_reset(r, "after an RDMA Write with Immediate of 0"));
+    ASSERT_NO_FATAL_FAILURE(expect_eof_after_reset("RDMA Write with Immediate of 0"));
+    expect_kernel_aborted(r);
+    EXPECT_EQ(delta("conn_err_protocol"), 1u);
+    expect_clean_rogue(r);
+}
+
+// F18: Send with Immediate carrying a well-formed Data message.
+TEST_F(Rogue, SendWithImmediateResets)
+{
+    RoguePeer r;
+    ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
+    ASSERT_NO_FATAL_FAILURE(data_arrives(r, kfd_.get()));
+    ASSERT_TRUE(r.send_raw_op(SendOp::kSendWithImm, 0x12345678, SDP_MID_DATA, {},
+                              std::vector<uint8_t>(100, 0x42)))
+        << r.error();
+    ASSERT_NO_FATAL_FAILURE(expect_socket_reset(r, "after a Send with Immediate"));
+    ASSERT_NO_FATAL_FAILURE(expect_eof_after_reset("Send with Immediate"));
+    expect_kernel_aborted(r);
+    EXPECT_EQ(delta("conn_err_protocol"), 1u);
+    expect_clean_rogue(r);
+}
+
+// F18: an RDMA Write with Immediate of 1000 bytes into the kernel's
+// SinkAvail (the advertised key, in range): the immediate consumes a
+// receive buffer; recv() must fail, not return those bytes or a stale
+// message.
+TEST_F(RogueSinkAvail, RdmaWriteWithImmediateResets)
+{
+    RoguePeer r;
+    Advert a;
+    ASSERT_NO_FATAL_FAILURE(advert(r, &a));
+    auto out = pattern_buffer(1000, 17);
+    ibv_mr* mr = r.register_memory(out->data(), out->size(), 0);
+    ASSERT_TRUE(mr) << r.error();
+    EXPECT_EQ(r.rdma_write_imm(mr, out->data(), 1000, a.sk.vaddr, a.sk.rkey, 0x5a5a5a5a),
+              IBV_WC_SUCCESS);
+    expect_call_reset(*a.call, r, "recv() after an RDMA Write with Immediate");
+    expect_kernel_aborted(r);
+    EXPECT_EQ(delta("conn_err_protocol"), 1u);
+    EXPECT_EQ(delta("zcopy_rx_bytes"), 0u);
+    expect_clean_rogue(r);
+}
+
+// F18: Send with Invalidate of the kernel's SinkAvail key (a credit update
+// that makes the kernel's HCA invalidate the key).
+TEST_F(RogueSinkAvail, SendWithInvalidateOfTheAdvertisedKeyResets)
+{
+    RoguePeer r;
+    Advert a;
+    ASSERT_NO_FATAL_FAILURE(advert(r, &a));
+    ASSERT_TRUE(r.send_raw_op(SendOp::kSendWithInv, a.sk.rkey, SDP_MID_DATA, {})) << r.error();
+    expect_call_reset(*a.call, r, "recv() after a Send with Invalidate of its key");
+    expect_kernel_aborted(r);
+    EXPECT_EQ(delta("conn_err_protocol"), 1u);
+    EXPECT_EQ(delta("zcopy_rx_bytes"), 0u);
+    expect_clean_rogue(r);
+}
+
+// F18: Send with Invalidate of the kernel's SrcAvail key.
+TEST_F(RogueSource, SendWithInvalidateOfTheOfferedKeyResets)
+{
+    RoguePeer r;
+    Offer o;
+    ASSERT_NO_FATAL_FAILURE(offer(r, &o));
+    ASSERT_TRUE(r.send_raw_op(SendOp::kSendWithInv, o.sa.rkey, SDP_MID_DATA, {})) << r.error();
+    expect_call_reset(*o.call, r, "send() after a Send with Invalidate of its key");
+    expect_kernel_aborted(r);
+    EXPECT_EQ(delta("conn_err_protocol"), 1u);
+    EXPECT_EQ(delta("zcopy_tx_bytes"), 0u);
+    expect_clean_rogue(r);
+}
+
+// ---- F19: credits granted, no receive buffers behind them --------------------------
+
+class RogueRnr : public Rogue {
+  protected:
+    // The rogue's Hello or HelloAck grants 16 buffers but it never posts
+    // one: every SEND of the kernel meets RNR.  The socket must get
+    // ETIMEDOUT or ECONNRESET within bounded time instead of a send() that
+    // blocks for ever.  rnr_retry is the count the rogue puts in its REQ or
+    // REP, which the CM gives to the kernel's QP: with 7 (for ever) only the
+    // kernel's own watch of sends that never complete (net.sdp.tx_stall_ms,
+    // lowered here) ends it.
+    void no_receive_buffers(bool kernel_is_active, uint8_t rnr_retry)
+    {
+        SysctlOverride stall("tx_stall_ms", "3000");
+        Options opt;
+        opt.rx_bufs = 4;
+        opt.initial_posted = 0;
+        opt.claimed_bufs = 16;
+        opt.rnr_retry = rnr_retry;
+        RoguePeer r(opt);
+        r.set_repost(false);
+        r.set_auto_credit_updates(false);
+        if (kernel_is_active)
+            ASSERT_NO_FATAL_FAILURE(kernel_connects(r));
+        else
+            ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
+        ASSERT_EQ(r.posted(), 0u);
+        const int fd = kfd_.get();
+        KernelCall k([fd]() -> ssize_t {
+            const auto out = pattern_buffer(16 * kKiB, 18);
+            for (size_t total = 0; total < 64 * kKiB * kKiB; total += 16 * kKiB)
+                if (send(fd, out->data(), out->size(), MSG_NOSIGNAL) < 0)
+                    return -1;
+            return 0;
+        });
+        const auto res = bounded(k, r, 20000, "send() to a peer that posts no receive buffers");
+        ASSERT_TRUE(res);
+        EXPECT_EQ(res->ret, -1) << describe_call(res);
+        EXPECT_TRUE(res->err == ETIMEDOUT || res->err == ECONNRESET) << describe_call(res);
+        EXPECT_TRUE(wait_pollerr(fd, 1000) & (POLLERR | POLLHUP));
+    }
+};
+
+// F19, the rogue connects with RNR retry 7 (infinite, what OFED SDP and
+// this rogue always asked for) in its REQ.
+TEST_F(RogueRnr, PeerWithoutReceiveBuffersErrorsTheSocket)
+{
+    no_receive_buffers(false, 7);
+}
+
+// F19, the kernel connects; the rogue's REP asks for RNR retry 7.
+TEST_F(RogueRnr, PeerWithoutReceiveBuffersErrorsTheActiveSocket)
+{
+    no_receive_buffers(true, 7);
+}
+
+// F19, the rogue connects and asks for 6 RNR retries: the kernel's QP gives
+// up after them and the socket reports it.
+TEST_F(RogueRnr, PeerWithoutReceiveBuffersAskingFiniteRnrRetryErrorsTheSocket)
+{
+    no_receive_buffers(false, 6);
+}
+
+// ---- F4: handshake abuse ------------------------------------------------------------
+
+void put_be32(std::vector<uint8_t>& v, size_t off, uint32_t x)
+{
+    for (int i = 0; i < 4; i++)
+        v[off + i] = static_cast<uint8_t>(x >> (24 - 8 * i));
+}
+
+// F4: Hellos the kernel must reject (REJ; conn_err_protocol counts each);
+// the listener then still accepts a correct one, and no child is left.
+TEST_F(Rogue, MalformedHellosAreRejected)
+{
+    listener_ = sdp_listener(kAddrA, port_);
+    ASSERT_GE(listener_.get(), 0);
+    using Edit = std::function<void(std::vector<uint8_t>&)>;
+    const std::vector<std::pair<std::string, Edit>> cases = {
+        {"major version 1", [](std::vector<uint8_t>& h) { h[16] = 0x12; }},
+        {"major version 3", [](std::vector<uint8_t>& h) { h[16] = 0x32; }},
+        {"IP version 5", [](std::vector<uint8_t>& h) { h[17] = 5 << 4; }},
+        {"IP version 0", [](std::vector<uint8_t>& h) { h[17] = 0; }},
+        {"local_rcv_size 0", [](std::vector<uint8_t>& h) { put_be32(h, 24, 0); }},
+        {"local_rcv_size 16", [](std::vector<uint8_t>& h) { put_be32(h, 24, 16); }},
+        {"mseq 1", [](std::vector<uint8_t>& h) { put_be32(h, 8, 1); }},
+        {"max_adverts 0", [](std::vector<uint8_t>& h) { h[19] = 0; }},
+        {"len 20 (truncated Hello)", [](std::vector<uint8_t>& h) { put_be32(h, 4, 20); }},
+        {"private data of 16 bytes", [](std::vector<uint8_t>& h) { h.resize(16); }},
+        {"private data of 24 bytes", [](std::vector<uint8_t>& h) { h.resize(24); }},
+        {"no private data", [](std::vector<uint8_t>& h) { h.clear(); }},
+        {"HelloAck instead of Hello", [](std::vector<uint8_t>& h) { h[0] = SDP_MID_HELLO_ACK; }},
+    };
+    unsigned long long n = 0;
+    for (const auto& [name, edit] : cases) {
+        SCOPED_TRACE(name);
+        Options opt;
+        opt.edit_hello = edit;
+        RoguePeer r(opt);
+        EXPECT_FALSE(r.connect(kAddrA, port_, 10000)) << "a Hello with " << name << " accepted";
+        EXPECT_EQ(r.last_cm_event(), RDMA_CM_EVENT_REJECTED) << r.error();
+        n++;
+        EXPECT_EQ(delta("conn_err_protocol"), n);
+    }
+    RoguePeer good;
+    ASSERT_TRUE(good.connect(kAddrA, port_)) << good.error();
+    pollfd pfd{listener_.get(), POLLIN, 0};
+    ASSERT_EQ(poll(&pfd, 1, kDetectMs), 1)
+        << "a correct Hello after the rejected ones: established, but nothing to accept";
+    kfd_ = Fd(accept(listener_.get(), nullptr, nullptr));
+    ASSERT_GE(kfd_.get(), 0) << strerror(errno);
+    ASSERT_NO_FATAL_FAILURE(data_arrives(good, kfd_.get()));
+    ASSERT_EQ(fcntl(listener_.get(), F_SETFL, O_NONBLOCK), 0) << strerror(errno);
+    Fd none(accept(listener_.get(), nullptr, nullptr));
+    EXPECT_LT(none.get(), 0) << "a rejected Hello left a connection to accept";
+    EXPECT_EQ(errno, EAGAIN) << strerror(errno);
+    EXPECT_EQ(half_open(port_), 0);
+    EXPECT_EQ(delta("conn_err_protocol"), cases.size());
+}
+
+class RogueFlood : public Rogue {
+  protected:
+    // A legitimate SDP client connects during the flood and carries 256 KiB
+    // each way, verified.
+    void legitimate_client_works(const std::string& what)
+    {
+        const int fam = sdp_family();
+        const int port = port_;
+        auto cfd = std::make_shared<int>(-1);
+        KernelCall conn([cfd, fam, port]() -> ssize_t {
+            *cfd = socket(fam, SOCK_STREAM, 0);
+            const sockaddr_in a = make_addr(kAddrA, port);
+            return connect(*cfd, reinterpret_cast<const sockaddr*>(&a), sizeof(a));
+        });
+        const auto res = conn.wait(30000);
+        ASSERT_TRUE(res) << what << ": connect() still blocked after 30 s";
+        Fd client(*cfd);
+        ASSERT_EQ(res->ret, 0) << what << ": connect(): " << strerror(res->err);
+        pollfd pfd{listener_.get(), POLLIN, 0};
+        ASSERT_EQ(poll(&pfd, 1, 10000), 1) << what << ": nothing to accept";
+        Fd server(accept(listener_.get(), nullptr, nullptr));
+        ASSERT_GE(server.get(), 0) << strerror(errno);
+        constexpr size_t kLen = 256 * kKiB;
+        for (int dir = 0; dir < 2; dir++) {
+            const int from = dir ? server.get() : client.get();
+            const int to = dir ? client.get() : server.get();
+            auto out = pattern_buffer(kLen, 19 + dir);
+            KernelCall tx([from, out] { return send(from, out->data(), out->size(), 0); });
+            std::vector<uint8_t> in(kLen);
+            ASSERT_EQ(recv(to, in.data(), in.size(), MSG_WAITALL), static_cast<ssize_t>(kLen))
+                << what << ": " << strerror(errno);
+            EXPECT_EQ(mismatch(in.data(), in.size(), 0, 19 + dir), -1) << what;
+            const auto t = tx.wait(10000);
+            ASSERT_TRUE(t) << what;
+            EXPECT_EQ(t->ret, static_cast<ssize_t>(kLen)) << describe_call(t);
+        }
+    }
+};
+
+// F4: 200 connection requests that never complete (no RTU) against one
+// listener with a large backlog: the kernel keeps at most
+// net.sdp.max_half_open (32) of them half-open, evicting the oldest
+// (conn_half_open_evicted), kernel memory and QPs stay bounded, and a
+// legitimate client still connects and carries data.
+TEST_F(RogueFlood, HalfOpenFloodIsBounded)
+{
+    constexpr int kMaxHalfOpen = 32;
+    constexpr int kFlood = 200;
+    SysctlOverride limit("max_half_open", std::to_string(kMaxHalfOpen));
+    ASSERT_NO_FATAL_FAILURE(listen_with_backlog(1024));
+    const long long avail0 = meminfo_kib("MemAvailable"), slab0 = meminfo_kib("Slab");
+    const long qp0 = rdma_qp_count();
+    ASSERT_GE(avail0, 0);
+    ASSERT_GE(slab0, 0);
+    ASSERT_GE(qp0, 0) << "`rdma res show` reports no QP count";
+    ReqFlood f;
+    ASSERT_EQ(f.send(kAddrA, port_, kFlood), kFlood) << f.error();
+    EXPECT_TRUE(f.wait_answered(60000))
+        << "REQs without an answer: " << f.responses() << " REPs, " << f.rejected() << " REJs";
+    const int open = half_open(port_);
+    const long long avail1 = meminfo_kib("MemAvailable"), slab1 = meminfo_kib("Slab");
+    const long qp1 = rdma_qp_count();
+    std::cout << "flood of " << kFlood << ": " << f.responses() << " REPs, " << f.rejected()
+              << " REJs, " << f.failed() << " failed; half-open " << open << "; MemAvailable -"
+              << (avail0 - avail1) / 1024 << " MiB, Slab +" << (slab1 - slab0) / 1024
+              << " MiB, QPs " << qp0 << " -> " << qp1 << "\n";
+    EXPECT_LE(open, kMaxHalfOpen);
+    EXPECT_GE(delta("conn_half_open_evicted"),
+              static_cast<unsigned long long>(kFlood - kMaxHalfOpen));
+    EXPECT_LE(qp1 - qp0, kMaxHalfOpen + 2) << "QPs of half-open children";
+    EXPECT_LE(avail0 - avail1, 3LL * 1024 * kMaxHalfOpen) << "KiB of memory taken by the flood";
+    EXPECT_LE(slab1 - slab0, 3LL * 1024 * kMaxHalfOpen) << "KiB of slab taken by the flood";
+    ASSERT_NO_FATAL_FAILURE(legitimate_client_works("a client during the flood"));
+    f.destroy();
+    EXPECT_TRUE(eventually([&] { return half_open(port_) == 0; }, 30))
+        << half_open(port_) << " half-open children left after the flood's REJs";
+    EXPECT_TRUE(eventually([&] { return rdma_qp_count() <= qp0; }, 30))
+        << "QPs " << qp0 << " before the flood, " << rdma_qp_count() << " after";
+}
+
+// F4: the same flood against listen(fd, 4): the flood must not fill the
+// backlog for good; eviction makes room for a legitimate client.
+TEST_F(RogueFlood, HalfOpenFloodDoesNotFillASmallBacklog)
+{
+    constexpr int kFlood = 64;
+    SysctlOverride limit("max_half_open", "32");
+    ASSERT_NO_FATAL_FAILURE(listen_with_backlog(4));
+    ReqFlood f;
+    ASSERT_EQ(f.send(kAddrA, port_, kFlood), kFlood) << f.error();
+    EXPECT_TRUE(f.wait_answered(60000))
+        << "REQs without an answer: " << f.responses() << " REPs, " << f.rejected() << " REJs";
+    std::cout << "flood of " << kFlood << " against backlog 4: " << f.responses() << " REPs, "
+              << f.rejected() << " REJs, " << f.failed() << " failed; half-open "
+              << half_open(port_) << "\n";
+    EXPECT_LE(half_open(port_), 5);
+    EXPECT_GE(delta("conn_half_open_evicted"), 1u);
+    ASSERT_NO_FATAL_FAILURE(legitimate_client_works("a client after the flood, backlog 4"));
+    f.destroy();
+    EXPECT_TRUE(eventually([&] { return half_open(port_) == 0; }, 30));
 }
 
 } // namespace
