@@ -63,6 +63,10 @@ SDP_KECHO_MODULE=$build/kmod-tests/$kver/sdp_kecho.ko \
 # A userspace SDP peer on libibverbs that breaks the zero-copy rules.
 modprobe -a rdma_ucm ib_uverbs
 "$build/host/sdp_vm_rogue_tests" --gtest_color=no || status=1
+# Process faults during zero copy (SIGKILL, fork, munmap/MADV_DONTNEED of
+# the buffer) and a userfaultfd-stalled fault that must not stall the RDMA
+# CM for other connections.
+"$build/host/sdp_vm_fault_tests" --gtest_color=no || status=1
 if [ "${SDP_CONFORMANCE-1}" = 1 ]; then
 	for thresh in 65536 4096 0; do
 		echo "tier-socket: conformance with net.sdp.zcopy_thresh=$thresh"
