@@ -77,12 +77,17 @@ unit: userspace
 # One boot per kernel runs the whole VM tier; every kernel is tried even when
 # one fails, and the target fails if any did.
 vm-check: userspace modules
-	@failed=""; for k in $(vm_kvers); do \
+	@kvers="$(vm_kvers)"; \
+	if [ -z "$$(echo $$kvers)" ]; then \
+		echo "vm-check: FAILED: no kernel to test (VM_KVERS, KVER and scripts/kver.sh --all are empty; make deps)"; \
+		exit 1; \
+	fi; \
+	failed=""; for k in $$kvers; do \
 		scripts/vm/run.sh -k "$$k" -o $(BUILD)/vm/results/$$k -t 900 \
 			tests/vm/tier-socket.sh $(BUILD) || failed="$$failed $$k"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "vm-check: FAILED on:$$failed"; exit 1; fi; \
-	echo "vm-check: passed on: $$(echo $(vm_kvers))"
+	echo "vm-check: passed on: $$(echo $$kvers)"
 
 check: unit vm-check
 	@echo "check: all tiers passed"
