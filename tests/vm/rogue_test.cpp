@@ -1304,6 +1304,28 @@ TEST_F(RogueAfterReset, NothingIsDeliveredAfterAnUnknownMid)
     nothing_after([](RoguePeer& r, const Src&) { return r.send_raw(0x42, {}); }, "mid 0x42");
 }
 
+// F9 after a Data whose BSDH length is not the SEND's length, shorter or
+// longer (the review's BSDH abuse at VM level).
+TEST_F(RogueAfterReset, NothingIsDeliveredAfterABsdhLengthShorterThanTheSend)
+{
+    nothing_after(
+        [](RoguePeer& r, const Src&) {
+            return r.send_raw(SDP_MID_DATA, {}, std::vector<uint8_t>(100, 0x5a), 0,
+                              SDP_BSDH_SIZE + 50);
+        },
+        "BSDH len 66 in a SEND of 116 bytes");
+}
+
+TEST_F(RogueAfterReset, NothingIsDeliveredAfterABsdhLengthLongerThanTheSend)
+{
+    nothing_after(
+        [](RoguePeer& r, const Src&) {
+            return r.send_raw(SDP_MID_DATA, {}, std::vector<uint8_t>(100, 0x5a), 0,
+                              SDP_BSDH_SIZE + 1000);
+        },
+        "BSDH len 1016 in a SEND of 116 bytes");
+}
+
 // ---- F10: non-blocking receives over a rogue SrcAvail never sleep ----------------
 
 class RogueNonBlocking : public RogueSink {
