@@ -105,30 +105,6 @@ std::string pin_counts()
            ", nr_foll_pin_released " + std::to_string(vmstat("nr_foll_pin_released").value_or(-1));
 }
 
-long module_refs(const std::string& name)
-{
-    const auto text = read_file("/sys/module/" + name + "/refcnt");
-    return text ? std::atol(text->c_str()) : -1;
-}
-
-long sdp_sysctl(const std::string& name)
-{
-    const auto text = read_file("/proc/sys/net/sdp/" + name);
-    return text ? std::atol(text->c_str()) : -1;
-}
-
-std::string proc_listing()
-{
-    return "/proc/net/sdp:\n" + read_file("/proc/net/sdp").value_or("(missing)");
-}
-
-bool ends_with_port(const std::string& endpoint, int port)
-{
-    const std::string tail = ":" + std::to_string(port);
-    return endpoint.size() >= tail.size() &&
-           endpoint.compare(endpoint.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 // /proc/net/sdp lines with `port` at either end.
 size_t sockets_on_port(int port)
 {
@@ -552,7 +528,7 @@ TEST_F(ForkDuringZeroCopy, DataIntactChildrenExitCleanly)
     set_timeouts(p.server.get(), 60);
     // Open sockets hold module references (else the end-of-binary check of
     // the reference count would prove nothing).
-    EXPECT_GT(module_refs("sdp"), 0) << "open SDP sockets hold no sdp.ko reference";
+    EXPECT_GT(module_refcnt("sdp"), 0) << "open SDP sockets hold no sdp.ko reference";
 
     // Fixed buffers (never reallocated), so the children know them.
     std::vector<unsigned char> send_a(kSendChunk), send_b(kSendChunk);
@@ -1328,7 +1304,7 @@ struct ModuleReferences : ::testing::Environment {
     {
         signal(SIGPIPE, SIG_IGN);
         clean_start = eventually([] { return proc_sockets().empty(); }, fin_bound_s());
-        refs = module_refs("sdp");
+        refs = module_refcnt("sdp");
         if (!clean_start)
             std::cout << "[ WARNING  ] SDP sockets of earlier runs at the start:\n"
                       << proc_listing();
@@ -1344,10 +1320,12 @@ struct ModuleReferences : ::testing::Environment {
         EXPECT_TRUE(eventually([] { return pins_outstanding() == 0; }, 10)) << pin_counts();
         // Sockets of earlier binaries may have held references at the start.
         const bool back = eventually(
-            [&] { return clean_start ? module_refs("sdp") == refs : module_refs("sdp") <= refs; },
+            [&] {
+                return clean_start ? module_refcnt("sdp") == refs : module_refcnt("sdp") <= refs;
+            },
             5);
-        EXPECT_TRUE(back) << "sdp.ko refcnt " << module_refs("sdp") << ", at the start " << refs;
-        std::cout << "[ INFO     ] sdp.ko refcnt at the end: " << module_refs("sdp") << "\n";
+        EXPECT_TRUE(back) << "sdp.ko refcnt " << module_refcnt("sdp") << ", at the start " << refs;
+        std::cout << "[ INFO     ] sdp.ko refcnt at the end: " << module_refcnt("sdp") << "\n";
     }
 };
 [[maybe_unused]] const auto* const kModuleReferences =

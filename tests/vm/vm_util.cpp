@@ -124,4 +124,28 @@ bool KmsgCapture::contains(const std::string& needle)
     return false;
 }
 
+long module_refcnt(const std::string& name)
+{
+    const auto text = read_file("/sys/module/" + name + "/refcnt");
+    return text ? std::atol(text->c_str()) : -1;
+}
+
+long sdp_sysctl(const std::string& name)
+{
+    const auto text = read_file("/proc/sys/net/sdp/" + name);
+    return text ? std::atol(text->c_str()) : -1;
+}
+
+std::string proc_listing()
+{
+    return "/proc/net/sdp:\n" + read_file("/proc/net/sdp").value_or("(missing)");
+}
+
+bool ends_with_port(const std::string& endpoint, int port)
+{
+    const std::string tail = ":" + std::to_string(port);
+    return endpoint.size() >= tail.size() &&
+           endpoint.compare(endpoint.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 } // namespace sdp::vmtest

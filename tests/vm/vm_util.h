@@ -28,6 +28,15 @@ bool write_file(const std::string& path, const std::string& text);
 // "sockets" column of a protocol's line in /proc/net/protocols, or -1.
 long protocol_sockets_in_use(const std::string& protocol);
 
+// /sys/module/NAME/refcnt, or -1.
+long module_refcnt(const std::string& name);
+// /proc/sys/net/sdp/NAME as a number, or -1.
+long sdp_sysctl(const std::string& name);
+// /proc/net/sdp with a title line, for failure messages.
+std::string proc_listing();
+// An "address:port" endpoint of /proc/net/sdp ends with this port.
+bool ends_with_port(const std::string& endpoint, int port);
+
 // Kernel log records written after construction (reads /dev/kmsg).
 class KmsgCapture {
   public:
