@@ -386,6 +386,97 @@ TEST(KernelConsumer, KernelServerHandlesConcurrentConnections)
         EXPECT_EQ(errors[static_cast<size_t>(i)], "") << "client " << i;
 }
 
+// F3 for kernel consumers: kernel memory is never advertised with a
+// SinkAvail.  The sink of a SinkAvail learns from the peer's RdmaWrCompl how
+// many bytes the peer wrote; nothing proves it (an RDMA Write gives the sink
+// no completion), so a lying peer would make a kernel consumer "receive"
+// whatever its buffer held before: stale kernel memory.  Kernel buffers
+// receive by RDMA Read of the peer's SrcAvail (complete when the bytes have
+// landed) or by bcopy.
+//
+// Before each large message the client waits until the server's thread is
+// blocked in its next receive, of up to 1 MiB into kmalloc, vmalloc, page
+// or compound-page memory (kvec and bvec): a receive that the module before
+// the fix advertised with a SinkAvail, which the client's send then filled
+// by RDMA Write.  The client reads the echo in receives below the zero-copy
+// threshold, so it never advertises either: no SinkAvail may cross the
+// test bed (/proc/net/sdpstats counts both ends, which live on this host).
+TEST(KernelConsumer, KernelServerNeverAdvertisesKernelMemory)
+{
+    ASSERT_TRUE(module_loaded("sdp_kecho"));
+    const long thresh = sdp_sysctl("zcopy_thresh");
+    ASSERT_EQ(thresh, 65536) << "the tier runs with the default threshold";
+    constexpr size_t kClientRecv = 32 * kKiB; // below the threshold: no SinkAvail of ours
+    const std::vector<size_t> sizes = {1 * kMiB,       1 * kMiB + 1000, 2 * kMiB,       512 * kKiB,
+                                       1 * kMiB - 3,   3 * kMiB,        768 * kKiB + 5, 1 * kMiB,
+                                       200 * kKiB + 1, 2 * kMiB + 7};
+    size_t total = 0;
+    for (size_t s : sizes)
+        total += s;
+    const std::vector<uint8_t> data = random_bytes(total, 42);
+
+    Fd fd = sdp_connect_timed(kAddr, kKernelPort);
+    ASSERT_GE(fd.get(), 0);
+    const auto before = counters();
+    std::vector<uint8_t> buf(kClientRecv);
+    size_t off = 0;
+    for (size_t m = 0; m < sizes.size(); m++) {
+        // The server's thread is blocked in its receive by now.
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        std::string write_err;
+        std::thread writer([&, m] { send_all(fd.get(), data.data() + off, sizes[m], &write_err); });
+        size_t got = 0;
+        std::string err;
+        while (got < sizes[m]) {
+            const ssize_t r = recv(fd.get(), buf.data(), std::min(buf.size(), sizes[m] - got), 0);
+            if (r <= 0) {
+                err = "echo of message " + std::to_string(m) + " ended after " +
+                      std::to_string(got) + " bytes: " + (r == 0 ? "EOF" : strerror(errno));
+                break;
+            }
+            const auto n = static_cast<size_t>(r);
+            if (memcmp(buf.data(), data.data() + off + got, n) != 0) {
+                size_t i = 0;
+                while (buf[i] == data[off + got + i])
+                    i++;
+                err = "message " + std::to_string(m) + " byte " + std::to_string(got + i) +
+                      " differs: got " + std::to_string(buf[i]) + ", want " +
+                      std::to_string(data[off + got + i]);
+                break;
+            }
+            got += n;
+        }
+        if (!err.empty())
+            shutdown(fd.get(), SHUT_RDWR); // unblock the writer
+        writer.join();
+        ASSERT_EQ(err, "");
+        ASSERT_EQ(write_err, "");
+        off += sizes[m];
+    }
+
+    sdp_sock_stats st{};
+    socklen_t len = sizeof(st);
+    ASSERT_EQ(getsockopt(fd.get(), SOL_SDP, SDP_STATS, &st, &len), 0) << strerror(errno);
+    std::cout << "[ INFO     ] client: src_avail_sent " << st.src_avail_sent << ", zc_tx_bytes "
+              << st.zc_tx_bytes << ", rdma_writes " << st.rdma_writes << ", zc_rx_bytes "
+              << st.zc_rx_bytes << ", sink_avail_sent " << st.sink_avail_sent << "\n";
+    EXPECT_EQ(st.tx_bytes, total);
+    EXPECT_EQ(st.rx_bytes, total);
+    // Our side advertised nothing, so any SinkAvail would be the server's.
+    EXPECT_EQ(st.sink_avail_sent, 0u);
+    EXPECT_EQ(counter_delta(before, "tx_sink_avail"), 0u)
+        << "the kernel server advertised kernel memory with a SinkAvail";
+    EXPECT_EQ(counter_delta(before, "rx_sink_avail"), 0u);
+    // Nothing was RDMA-written into the server's buffers...
+    EXPECT_EQ(st.rdma_writes, 0u);
+    EXPECT_EQ(counter_delta(before, "zcopy_rdma_writes"), 0u);
+    // ... while zero copy into kernel memory still works by RDMA Read: the
+    // server read our SrcAvails.
+    EXPECT_GT(st.src_avail_sent, 0u);
+    EXPECT_GT(st.zc_tx_bytes, 0u);
+    EXPECT_GT(counter_delta(before, "zcopy_rdma_reads"), 0u);
+}
+
 // A client that aborts the connection while the server is stuck sending to
 // it (the client stopped reading): the server's thread gets ECONNRESET or
 // EPIPE, releases its socket, nothing leaks.

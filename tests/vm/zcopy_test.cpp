@@ -14,14 +14,21 @@
 #include <atomic>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <fcntl.h>
+#include <iostream>
 #include <linux/capability.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <random>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 
 namespace sdp::vmtest {
@@ -85,6 +92,114 @@ sdp_sock_stats sock_stats(int fd)
     EXPECT_EQ(len, sizeof(st));
     return st;
 }
+
+// The running kernel's version as major * 1000 + minor (6.12: 6012), or 0.
+int kernel_version()
+{
+    utsname u{};
+    int major = 0, minor = 0;
+    if (uname(&u) != 0 || sscanf(u.release, "%d.%d", &major, &minor) != 2)
+        return 0;
+    return major * 1000 + minor;
+}
+
+// A small ext2 file system on a loop device, its image in /tmp (tmpfs):
+// a file system whose shared writable mappings need dirty tracking
+// (page_mkwrite, writeback), unlike tmpfs or the guest's 9p root.
+// Unmounted and removed on destruction.
+class Ext2Mount {
+  public:
+    Ext2Mount()
+    {
+        char base[] = "/tmp/sdp-ext2-XXXXXX";
+        if (mkdtemp(base) == nullptr) {
+            error_ = std::string("mkdtemp: ") + strerror(errno);
+            return;
+        }
+        base_ = base;
+        image_ = base_ + "/fs.img";
+        dir_ = base_ + "/mnt";
+        if (mkdir(dir_.c_str(), 0700) != 0) {
+            error_ = "mkdir " + dir_ + ": " + strerror(errno);
+            return;
+        }
+        {
+            Fd img(open(image_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+            if (img.get() < 0 || ftruncate(img.get(), 16 * kMiB) != 0) {
+                error_ = "image " + image_ + ": " + strerror(errno);
+                return;
+            }
+        }
+        // loop and ext4 (which serves ext2) are modules on Debian's kernels.
+        if (!run("modprobe -a loop ext4") || !run("mkfs.ext2 -q -F " + image_) ||
+            !run("mount -t ext2 -o loop " + image_ + " " + dir_))
+            return;
+        mounted_ = true;
+        struct statfs fs {};
+        if (statfs(dir_.c_str(), &fs) != 0 || fs.f_type != 0xEF53 /* EXT2_SUPER_MAGIC */) {
+            error_ = dir_ + " is not an ext2 mount";
+            return;
+        }
+        ok_ = true;
+    }
+    ~Ext2Mount()
+    {
+        // Lazy as a last resort, so a failed test leaves no busy mount;
+        // the loop device goes with the mount (mount -o loop: autoclear).
+        if (mounted_ && umount2(dir_.c_str(), 0) != 0) {
+            ADD_FAILURE() << "umount " << dir_ << ": " << strerror(errno);
+            umount2(dir_.c_str(), MNT_DETACH);
+        }
+        if (!image_.empty())
+            unlink(image_.c_str());
+        if (!dir_.empty())
+            rmdir(dir_.c_str());
+        if (!base_.empty())
+            rmdir(base_.c_str());
+    }
+    Ext2Mount(const Ext2Mount&) = delete;
+    Ext2Mount& operator=(const Ext2Mount&) = delete;
+
+    bool ok() const { return ok_; }
+    const std::string& error() const { return error_; }
+    const std::string& dir() const { return dir_; }
+
+  private:
+    bool run(const std::string& cmd)
+    {
+        const int rc = std::system((cmd + " 2>&1").c_str());
+        if (rc != 0)
+            error_ = "'" + cmd + "' failed: status " + std::to_string(rc);
+        return rc == 0;
+    }
+
+    std::string base_, image_, dir_, error_;
+    bool mounted_ = false;
+    bool ok_ = false;
+};
+
+// A shared mapping, unmapped on scope exit.
+class Mapping {
+  public:
+    Mapping(int fd, size_t len)
+        : len_(len), p_(mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0))
+    {
+    }
+    ~Mapping()
+    {
+        if (p_ != MAP_FAILED)
+            munmap(p_, len_);
+    }
+    Mapping(const Mapping&) = delete;
+    Mapping& operator=(const Mapping&) = delete;
+
+    bool ok() const { return p_ != MAP_FAILED; }
+    unsigned char* data() const { return static_cast<unsigned char*>(p_); }
+
+  private:
+    size_t len_;
+    void* p_;
+};
 
 void set_sysctl(const char* name, const std::string& value)
 {
@@ -388,6 +503,88 @@ TEST_F(ZeroCopy, SignalCancelsABlockedReceive)
     recv_stream(p_.server.get(), 2 * kMiB, kMiB);
     sender.join();
     signal(SIGALRM, SIG_DFL);
+}
+
+// F14: zero copy pins the application's pages with FOLL_LONGTERM (the peer
+// decides how long the pin lasts).  Since Linux 6.5 the kernel refuses a
+// long-term writable pin of a shared file mapping that needs dirty tracking
+// (writable_file_mapping_allowed(): the file system would write back, or
+// reclaim, pages the device is still writing): a receive into an mmap'ed
+// ext2 file then goes by bcopy (zcopy_fallback_pin), its bytes intact in
+// the file.  A short-term pin (the module before the fix) succeeds there
+// and the receive goes by RDMA Write (zcopy_rx_bytes): this test fails.
+// Linux 6.1 has no such rule and grants the long-term pin: there the bytes
+// go by zero copy, and the test asserts that and that they arrive intact in
+// the file.  The expectation depends on the running kernel (uname).
+TEST_F(ZeroCopy, LongTermPinOfASharedFileMappingFallsBackToBcopy)
+{
+    constexpr size_t kTotal = kMiB;
+    const int kver = kernel_version();
+    ASSERT_GT(kver, 0) << "uname";
+    const bool refuses_file_pins = kver >= 6005;
+
+    Ext2Mount fs;
+    ASSERT_TRUE(fs.ok()) << fs.error();
+    const std::string path = fs.dir() + "/rx-buffer";
+    Fd file(open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    ASSERT_GE(file.get(), 0) << path << ": " << strerror(errno);
+    {
+        // Allocated blocks written back: clean pages whose next write the
+        // file system must see (no hole, no dirty page).
+        const std::vector<unsigned char> junk(kTotal, 0xee);
+        ASSERT_EQ(pwrite(file.get(), junk.data(), kTotal, 0), static_cast<ssize_t>(kTotal));
+        ASSERT_EQ(fsync(file.get()), 0) << strerror(errno);
+    }
+    {
+        Mapping map(file.get(), kTotal);
+        ASSERT_TRUE(map.ok()) << strerror(errno);
+        // The receiver waits first in one blocking 1 MiB recv (SinkAvail);
+        // the sender's 1 MiB send follows (SrcAvail if no SinkAvail came).
+        std::thread sender([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            send_stream(p_.client.get(), kTotal, kTotal);
+        });
+        size_t off = 0;
+        std::string err;
+        while (off < kTotal) {
+            const ssize_t r = recv(p_.server.get(), map.data() + off, kTotal - off, 0);
+            if (r <= 0) {
+                err = r == 0 ? "EOF" : strerror(errno);
+                shutdown(p_.server.get(), SHUT_RDWR); // unblock the sender
+                break;
+            }
+            off += static_cast<size_t>(r);
+        }
+        sender.join();
+        ASSERT_EQ(off, kTotal) << err;
+        for (size_t i = 0; i < kTotal; i++)
+            ASSERT_EQ(map.data()[i], pattern(i)) << "byte " << i << " of the mapping";
+        ASSERT_EQ(msync(map.data(), kTotal, MS_SYNC), 0) << strerror(errno);
+    }
+    // The bytes are the file's, read back through the page cache.
+    std::vector<unsigned char> back(kTotal);
+    ASSERT_EQ(pread(file.get(), back.data(), kTotal, 0), static_cast<ssize_t>(kTotal));
+    for (size_t i = 0; i < kTotal; i++)
+        ASSERT_EQ(back[i], pattern(i)) << "byte " << i << " of the file";
+    file.reset();
+
+    const sdp_sock_stats rx = sock_stats(p_.server.get());
+    std::cout << "[ INFO     ] kernel " << kver / 1000 << "." << kver % 1000 << ": fallback_pin "
+              << rx.fallback_pin << ", zc_rx_bytes " << rx.zc_rx_bytes << ", rx_bcopy_bytes "
+              << rx.rx_bcopy_bytes << "\n";
+    EXPECT_EQ(rx.rx_bytes, kTotal);
+    EXPECT_EQ(rx.zc_rx_bytes + rx.rx_bcopy_bytes, kTotal);
+    if (refuses_file_pins) {
+        EXPECT_GE(delta("zcopy_fallback_pin"), 1u) << "the long-term pin was not refused";
+        EXPECT_GE(rx.fallback_pin, 1u);
+        EXPECT_EQ(delta("zcopy_rx_bytes"), 0u) << "DMA into a file mapping under writeback";
+        EXPECT_EQ(rx.zc_rx_bytes, 0u);
+        EXPECT_EQ(rx.rx_bcopy_bytes, kTotal);
+    } else {
+        // 6.1: the long-term pin of the file mapping is granted.
+        EXPECT_EQ(rx.fallback_pin, 0u);
+        EXPECT_GT(rx.zc_rx_bytes, 0u);
+    }
 }
 
 // Random sizes around the threshold, both directions at once, bcopy and
