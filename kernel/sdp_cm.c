@@ -465,6 +465,19 @@ static void sdp_cm_process(struct sock *sk, const struct sdp_cm_ev *e)
 		release_sock(sk);
 		return;
 	}
+	/*
+	 * The user gave the attempt up meanwhile (shutdown() in SYN_SENT put
+	 * the socket back to CLOSE, as tcp_disconnect() does): the connection
+	 * must not complete behind its back.  The id goes, without an error
+	 * for the socket; a peer already connected sees a reset.
+	 */
+	if (!ssk->parent && sk->sk_state != TCP_SYN_SENT &&
+	    (ev.event == RDMA_CM_EVENT_ADDR_RESOLVED ||
+	     ev.event == RDMA_CM_EVENT_ROUTE_RESOLVED ||
+	     ev.event == RDMA_CM_EVENT_ESTABLISHED)) {
+		release_sock(sk);
+		goto drop_id;
+	}
 	switch (ev.event) {
 	case RDMA_CM_EVENT_ADDR_RESOLVED:
 		err = rdma_resolve_route(id, sysctl_sdp_connect_timeout_ms);
@@ -513,6 +526,7 @@ static void sdp_cm_process(struct sock *sk, const struct sdp_cm_ev *e)
 	/* Fatal for this connection: report and free the RDMA side. */
 	sdp_set_error(sk, err);
 	release_sock(sk);
+drop_id:
 	if (sdp_cm_detach_res(sk, id)) {
 		rdma_destroy_id(id);
 		sdp_cm_purge(sk, id);
