@@ -320,6 +320,19 @@ class Rogue : public ::testing::Test {
             << "the kernel did not end the RDMA connection: " << r.describe();
     }
 
+    // The kernel reset the connection for one protocol violation of the
+    // rogue: its AbortConn and the RDMA disconnect came, conn_err_protocol
+    // counted it once, no zero-copy byte moved (zc_counter, if given), and
+    // the kernel itself broke no rule.
+    void expect_protocol_reset(RoguePeer& r, const char* zc_counter = nullptr)
+    {
+        expect_kernel_aborted(r);
+        EXPECT_EQ(delta("conn_err_protocol"), 1u);
+        if (zc_counter != nullptr)
+            EXPECT_EQ(delta(zc_counter), 0u) << zc_counter;
+        expect_clean_rogue(r);
+    }
+
     // A blocked kernel call must fail within kDetectMs with ECONNRESET (or
     // EPIPE) with the rogue silent.  If it does not, the rogue disconnects so
     // the test can go on, and the hang is reported.  Returns what the call
@@ -789,10 +802,7 @@ class RogueSink : public Rogue {
             vaddr_abs ? *vaddr_abs : reinterpret_cast<uintptr_t>(s.mem.data()) + vaddr_off;
         ASSERT_TRUE(r.send_src_avail(len, s.mr->rkey, vaddr, inline_payload)) << r.error();
         expect_call_reset(k, r, "recv() after an impossible SrcAvail");
-        expect_kernel_aborted(r);
-        EXPECT_EQ(delta("conn_err_protocol"), 1u);
-        EXPECT_EQ(delta("zcopy_rdma_reads"), 0u);
-        expect_clean_rogue(r);
+        expect_protocol_reset(r, "zcopy_rdma_reads");
     }
 };
 
@@ -995,10 +1005,7 @@ class RogueSinkAvail : public Rogue {
         ASSERT_NO_FATAL_FAILURE(advert(r, &a));
         ASSERT_TRUE(violate(r, a)) << r.error();
         expect_call_reset(*a.call, r, "recv() after " + what);
-        expect_kernel_aborted(r);
-        EXPECT_EQ(delta("conn_err_protocol"), 1u);
-        EXPECT_EQ(delta("zcopy_rx_bytes"), 0u);
-        expect_clean_rogue(r);
+        expect_protocol_reset(r, "zcopy_rx_bytes");
     }
 };
 
@@ -1614,9 +1621,7 @@ TEST_F(Rogue, RdmaWriteWithImmediateOfZeroBytesResets)
     EXPECT_EQ(r.rdma_write_imm(nullptr, nullptr, 0, 0, 0, 0x5a5a5a5a), IBV_WC_SUCCESS);
     ASSERT_NO_FATAL_FAILURE(expect_socket_reset(r, "after an RDMA Write with Immediate of 0"));
     ASSERT_NO_FATAL_FAILURE(expect_eof_after_reset("RDMA Write with Immediate of 0"));
-    expect_kernel_aborted(r);
-    EXPECT_EQ(delta("conn_err_protocol"), 1u);
-    expect_clean_rogue(r);
+    expect_protocol_reset(r);
 }
 
 // F18: Send with Immediate carrying a well-formed Data message.
@@ -1630,9 +1635,7 @@ TEST_F(Rogue, SendWithImmediateResets)
         << r.error();
     ASSERT_NO_FATAL_FAILURE(expect_socket_reset(r, "after a Send with Immediate"));
     ASSERT_NO_FATAL_FAILURE(expect_eof_after_reset("Send with Immediate"));
-    expect_kernel_aborted(r);
-    EXPECT_EQ(delta("conn_err_protocol"), 1u);
-    expect_clean_rogue(r);
+    expect_protocol_reset(r);
 }
 
 // F18: an RDMA Write with Immediate of 1000 bytes into the kernel's
@@ -1650,10 +1653,7 @@ TEST_F(RogueSinkAvail, RdmaWriteWithImmediateResets)
     EXPECT_EQ(r.rdma_write_imm(mr, out->data(), 1000, a.sk.vaddr, a.sk.rkey, 0x5a5a5a5a),
               IBV_WC_SUCCESS);
     expect_call_reset(*a.call, r, "recv() after an RDMA Write with Immediate");
-    expect_kernel_aborted(r);
-    EXPECT_EQ(delta("conn_err_protocol"), 1u);
-    EXPECT_EQ(delta("zcopy_rx_bytes"), 0u);
-    expect_clean_rogue(r);
+    expect_protocol_reset(r, "zcopy_rx_bytes");
 }
 
 // F18: Send with Invalidate of the kernel's SinkAvail key (a credit update
@@ -1665,10 +1665,7 @@ TEST_F(RogueSinkAvail, SendWithInvalidateOfTheAdvertisedKeyResets)
     ASSERT_NO_FATAL_FAILURE(advert(r, &a));
     ASSERT_TRUE(r.send_raw_op(SendOp::kSendWithInv, a.sk.rkey, SDP_MID_DATA, {})) << r.error();
     expect_call_reset(*a.call, r, "recv() after a Send with Invalidate of its key");
-    expect_kernel_aborted(r);
-    EXPECT_EQ(delta("conn_err_protocol"), 1u);
-    EXPECT_EQ(delta("zcopy_rx_bytes"), 0u);
-    expect_clean_rogue(r);
+    expect_protocol_reset(r, "zcopy_rx_bytes");
 }
 
 // F18: Send with Invalidate of the kernel's SrcAvail key.
@@ -1679,10 +1676,7 @@ TEST_F(RogueSource, SendWithInvalidateOfTheOfferedKeyResets)
     ASSERT_NO_FATAL_FAILURE(offer(r, &o));
     ASSERT_TRUE(r.send_raw_op(SendOp::kSendWithInv, o.sa.rkey, SDP_MID_DATA, {})) << r.error();
     expect_call_reset(*o.call, r, "send() after a Send with Invalidate of its key");
-    expect_kernel_aborted(r);
-    EXPECT_EQ(delta("conn_err_protocol"), 1u);
-    EXPECT_EQ(delta("zcopy_tx_bytes"), 0u);
-    expect_clean_rogue(r);
+    expect_protocol_reset(r, "zcopy_tx_bytes");
 }
 
 // ---- F19: credits granted, no receive buffers behind them --------------------------
