@@ -123,15 +123,22 @@ int remaining_ms(std::chrono::steady_clock::time_point end)
     return left > 0 ? static_cast<int>(left) : 0;
 }
 
+// A non-blocking RDMA CM event channel, or nullptr with *error set.
+rdma_event_channel* open_event_channel(std::string* error)
+{
+    rdma_event_channel* ch = rdma_create_event_channel();
+    if (ch)
+        set_nonblock(ch->fd);
+    else
+        *error = std::string("rdma_create_event_channel: ") + strerror(errno);
+    return ch;
+}
+
 } // namespace
 
 RoguePeer::RoguePeer(Options opt) : opt_(opt)
 {
-    ch_ = rdma_create_event_channel();
-    if (ch_)
-        set_nonblock(ch_->fd);
-    else
-        error_ = std::string("rdma_create_event_channel: ") + strerror(errno);
+    ch_ = open_event_channel(&error_);
 }
 
 RoguePeer::~RoguePeer()
@@ -920,11 +927,7 @@ std::string RoguePeer::describe() const
 
 ReqFlood::ReqFlood()
 {
-    ch_ = rdma_create_event_channel();
-    if (ch_)
-        set_nonblock(ch_->fd);
-    else
-        error_ = std::string("rdma_create_event_channel: ") + strerror(errno);
+    ch_ = open_event_channel(&error_);
 }
 
 ReqFlood::~ReqFlood()
