@@ -1110,6 +1110,7 @@ struct sock *sdp_sk_clone(struct sock *parent)
 	ssk->keepidle = pssk->keepidle;
 	ssk->keepintvl = pssk->keepintvl;
 	ssk->keepcnt = pssk->keepcnt;
+	ssk->zcopy_thresh = pssk->zcopy_thresh;
 	ssk->local.ss_family = pssk->local.ss_family;
 	sdp_sock_list_add(sk);
 	return sk;
