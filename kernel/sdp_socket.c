@@ -145,6 +145,17 @@ static void sdp_orphan_close(struct sock *sk, bool *destroy_now)
 	bool unread = ssk->rcv_nxt != ssk->copied_seq || ssk->rsa_avail;
 	bool linger0 = sock_flag(sk, SOCK_LINGER) && !sk->sk_lingertime;
 
+	/*
+	 * Both sides have sent or queued their DisConn, but ours, or the data
+	 * queued before it, may still wait for credits or for the peer's
+	 * acknowledgement: until sdp_maybe_disconnect() ends the connection,
+	 * the QP must live on (destroying it now would drop those bytes, and
+	 * the peer would see a reset), as TCP's orphan delivers its queue and
+	 * FIN after close().
+	 */
+	bool finishing = ssk->established_once && ssk->res_ready && ssk->cm_id &&
+			 !ssk->qp_error && !ssk->disconnect_sent && !sk->sk_err;
+
 	*destroy_now = false;
 	switch (sk->sk_state) {
 	case TCP_LISTEN:
@@ -157,6 +168,13 @@ static void sdp_orphan_close(struct sock *sk, bool *destroy_now)
 	case TCP_FIN_WAIT1:
 	case TCP_FIN_WAIT2:
 		break;
+	case TCP_CLOSING:
+	case TCP_LAST_ACK:
+	case TCP_TIME_WAIT:
+	case TCP_CLOSE:
+		if (finishing)
+			break;
+		fallthrough;
 	default:
 		/* Connecting or closed: nothing to tell the peer. */
 		sdp_set_state(sk, TCP_CLOSE);
