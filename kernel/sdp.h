@@ -47,6 +47,7 @@ extern int sysctl_sdp_zcopy_sink_wait_ms; /* an offer waits this for a reader */
 extern int sysctl_sdp_max_half_open; /* a listener's connections before RTU */
 extern int sysctl_sdp_max_conns; /* connections with RDMA resources */
 extern int sysctl_sdp_tx_stall_ms; /* a send stuck this long resets */
+extern int sysctl_sdp_ack_timeout; /* QP local ACK timeout exponent, 0: CM's */
 extern atomic_t sdp_conns;
 
 /* ---- rings ------------------------------------------------------------------ */

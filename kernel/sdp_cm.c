@@ -40,6 +40,22 @@
 #define SDP_CM_RETRY 7
 #define SDP_RNR_RETRY 6
 
+/*
+ * The QP's local ACK timeout (net.sdp.ack_timeout, 4.096 us * 2^n; 0 keeps
+ * the CM's).  For RoCE the CM derives it from a fixed packet lifetime
+ * (2^19 units, about 2 s), so every lost packet at the tail of a burst
+ * cost 2 s and a few in a row exhausted the waits of zero copy.  15
+ * (134 ms) is SMC-R's: a link silent for 8 timeouts (about 1.1 s) ends the
+ * connection.  Both ends set it for their own QP.
+ */
+static void sdp_set_ack_timeout(struct rdma_cm_id *id)
+{
+	int t = READ_ONCE(sysctl_sdp_ack_timeout);
+
+	if (t && rdma_set_ack_timeout(id, t))
+		pr_debug("cannot set the ACK timeout %d\n", t);
+}
+
 struct rdma_cm_id *sdp_cm_create_id(struct sock *sk)
 {
 	struct rdma_cm_id *id;
@@ -209,6 +225,7 @@ static int sdp_cm_route_resolved(struct sock *sk, struct rdma_cm_id *id)
 	param.initiator_depth = 1;
 	param.retry_count = SDP_CM_RETRY;
 	param.rnr_retry_count = SDP_RNR_RETRY;
+	sdp_set_ack_timeout(id);
 	return rdma_connect(id, &param);
 }
 
@@ -420,6 +437,7 @@ static int sdp_cm_conn_request(struct sock *parent, struct rdma_cm_id *id,
 	param.initiator_depth = 1;
 	param.retry_count = SDP_CM_RETRY;
 	param.rnr_retry_count = SDP_RNR_RETRY;
+	sdp_set_ack_timeout(id);
 	err = rdma_accept(id, &param);
 	if (err)
 		goto fail;

@@ -25,6 +25,7 @@ int sysctl_sdp_zcopy_sink_wait_ms = 200;
 int sysctl_sdp_max_half_open = 32;
 int sysctl_sdp_max_conns = 65536;
 int sysctl_sdp_tx_stall_ms = 15000;
+int sysctl_sdp_ack_timeout = 15;
 
 static int sdp_buf_min = 1024;
 static int sdp_buf_max = 262144;
@@ -43,6 +44,7 @@ static int sdp_chunk_max = SDP_ZC_MAX_LEN;
 /* Uninterruptible waits stay well below the hung-task warning (120 s). */
 static int sdp_cancel_ms_max = 60000;
 static int sdp_half_open_max = 65535;
+static int sdp_ack_timeout_max = 31;
 
 static struct ctl_table sdp_sysctl_table[] = {
 	{
@@ -162,6 +164,16 @@ static struct ctl_table sdp_sysctl_table[] = {
 		.proc_handler = proc_dointvec_minmax,
 		.extra1 = &sdp_ms_min,
 		.extra2 = &sdp_ms_max,
+	},
+	{
+		/* The QP's local ACK timeout, 4.096 us * 2^n (0: the CM's). */
+		.procname = "ack_timeout",
+		.data = &sysctl_sdp_ack_timeout,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_zero,
+		.extra2 = &sdp_ack_timeout_max,
 	},
 	{
 		/* Connections with RDMA resources (a QP each), host-wide. */
