@@ -216,6 +216,8 @@ struct sdp_sock {
 	bool rx_busy;	   /* a zero-copy receive owns the receive side */
 	bool zc_credit_wait; /* a zero-copy send waits for credits */
 	bool ka_probe_out;   /* a keepalive probe is on the send queue */
+	bool reg_idle_sq;    /* REG_MR only on an idle send queue (rxe) */
+	bool sq_idle_wait;   /* a zero-copy call waits for that */
 	bool drain_posted;   /* the receive drain marker is posted */
 	bool rq_drained;     /* ... and flushed: the responder stopped */
 	bool conn_counted;   /* counted in sdp_conns (net.sdp.max_conns) */
@@ -317,6 +319,13 @@ static inline void sdp_disconnect(struct sdp_sock *ssk)
 		ssk->disconnect_sent = true;
 		rdma_disconnect(ssk->cm_id);
 	}
+}
+
+/* Every send work request posted so far has completed.  Socket lock held. */
+static inline bool sdp_sq_idle(const struct sdp_sock *ssk)
+{
+	return ssk->tx.done == ssk->tx.post && ssk->ctl.done == ssk->ctl.post &&
+	       !ssk->zc[0].wr_out && !ssk->zc[1].wr_out && !ssk->ka_probe_out;
 }
 
 /* ---- statistics (sdp_proc.c) --------------------------------------------- */
@@ -459,6 +468,7 @@ int sdp_zc_recv_advertise(struct sock *sk, struct msghdr *msg, size_t len,
 			  long *timeo, size_t *copied);
 void sdp_zc_rx_event(struct sock *sk, const struct sdp_core_rx *msg);
 void sdp_zc_wake(struct sock *sk);
+void sdp_zc_sq_progress(struct sock *sk);
 void sdp_zc_grace_work(struct work_struct *work);
 
 /* sdp_proc.c */

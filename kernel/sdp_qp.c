@@ -219,6 +219,8 @@ static int sdp_create_resources_charged(struct sock *sk, struct rdma_cm_id *id)
 		goto fail;
 	ssk->qp = id->qp;
 	ssk->max_inline = qpa.cap.max_inline_data;
+	/* See sdp_zc_wait_sq_idle(). */
+	ssk->reg_idle_sq = id->device->ops.driver_id == RDMA_DRIVER_RXE;
 	sdp_zc_alloc(sk, dev, ssk->pd);
 
 	err = sdp_ring_alloc(dev, &ssk->rx, rx_count, ssk->buf_size,

@@ -275,6 +275,7 @@ void sdp_tx_complete(struct sock *sk, struct ib_wc *wc)
 	}
 	b = sdp_ring_buf(r, r->done);
 	r->done++;
+	sdp_zc_sq_progress(sk);
 	sdp_core_tx_done(&ssk->core, b->mid);
 	if (wc->status == IB_WC_SUCCESS) {
 		/* The peer's HCA acknowledged: it is alive. */
@@ -543,6 +544,7 @@ void sdp_keepalive_complete(struct sock *sk, struct ib_wc *wc)
 	struct sdp_sock *ssk = sdp_sk(sk);
 
 	ssk->ka_probe_out = false;
+	sdp_zc_sq_progress(sk);
 	if (wc->status == IB_WC_SUCCESS) {
 		/* The peer's HCA acknowledged: it is alive. */
 		ssk->keepalive_probes = 0;

@@ -83,6 +83,15 @@ void sdp_zc_wake(struct sock *sk)
 	rcu_read_unlock();
 }
 
+/* A send work request completed: wake a zero-copy call waiting for an idle SQ. */
+void sdp_zc_sq_progress(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	if (ssk->sq_idle_wait && sdp_sq_idle(ssk))
+		sdp_zc_wake(sk);
+}
+
 /* ---- setup and teardown ---------------------------------------------------- */
 
 /*
@@ -590,6 +599,23 @@ static bool sdp_zc_qp_down(struct sock *sk)
 #define sdp_zc_wait_bounded(sk, cond, stop)				\
 	sdp_zc_wait_ms(sk, cond, stop, READ_ONCE(sysctl_sdp_zcopy_cancel_ms))
 
+/*
+ * How long to wait for our own work requests (a registration, an RDMA
+ * Read, an invalidation queued behind sends).  The transport bounds them:
+ * its retries run out (an error completion) or the send-progress watch
+ * (net.sdp.tx_stall_ms) resets a connection whose sends stop completing.
+ * On a lossy link a retransmission costs a local ACK timeout each, so a
+ * bound as short as a cancel's would reset connections that are merely
+ * slow; this one only catches a device that never completes at all.
+ * Uninterruptible waits stay below the hung-task warning.
+ */
+static unsigned int sdp_zc_own_wr_ms(void)
+{
+	return min(READ_ONCE(sysctl_sdp_tx_stall_ms) +
+		   READ_ONCE(sysctl_sdp_zcopy_cancel_ms), 60000);
+}
+
+
 /* A connection being reset waits this long for its invalidation. */
 #define SDP_ZC_RESET_INV_MS 200
 
@@ -604,6 +630,37 @@ static void sdp_zc_give_up(struct sock *sk, const char *what)
 	SDP_INC(SDP_CNT_ZC_TIMEOUTS);
 	sdp_abort(sk);
 	sdp_set_error(sk, ECONNRESET);
+}
+
+/*
+ * Soft-RoCE (rxe, in 6.1 and 6.12) re-executes a fast registration that
+ * already ran when a retransmission rewinds its send queue to an earlier
+ * work request (req_retry() resets the queue index; req_next_wqe() does not
+ * skip local operations already done).  The MR is valid by then, so the
+ * second REG_MR fails ("rxe_reg_fast_mr: mr->lkey = ... not free") and the
+ * QP goes to the error state: any packet loss during zero copy reset the
+ * connection.  On such a device a REG_MR is posted only once every earlier
+ * send work request has completed, where no retransmission can rewind past
+ * it.  Returns -EPIPE if the connection failed meanwhile.
+ */
+static int sdp_zc_wait_sq_idle(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	bool idle;
+
+	if (!ssk->reg_idle_sq || sdp_sq_idle(ssk))
+		return 0;
+	ssk->sq_idle_wait = true;
+	idle = sdp_zc_wait_ms(sk, sdp_sq_idle(ssk), sdp_zc_dead(sk),
+			      sdp_zc_own_wr_ms());
+	ssk->sq_idle_wait = false;
+	if (sdp_zc_dead(sk))
+		return -EPIPE;
+	if (!idle) {
+		sdp_zc_give_up(sk, "send queue");
+		return -EPIPE;
+	}
+	return 0;
 }
 
 /*
@@ -728,7 +785,7 @@ static bool sdp_zc_finish(struct sock *sk, struct sdp_zc_map *map)
 	if (map->mapped && !sdp_zc_qp_down(sk)) {
 		struct ib_send_wr inv;
 		unsigned int ms = sk->sk_err ? SDP_ZC_RESET_INV_MS :
-				  READ_ONCE(sysctl_sdp_zcopy_cancel_ms);
+				  sdp_zc_own_wr_ms();
 
 		sdp_zc_inv_wr(ssk, map, &inv);
 		if (!sdp_zc_post_any(sk, &inv) &&
@@ -933,9 +990,17 @@ int sdp_zc_send(struct sock *sk, struct msghdr *msg, long *timeo,
 	u32 sent = 0;
 	int err;
 
-	err = sdp_zc_wait_tx_ready(sk, timeo);
-	if (err)
-		return err;
+	for (;;) {
+		err = sdp_zc_wait_tx_ready(sk, timeo);
+		if (err)
+			return err;
+		if (!ssk->reg_idle_sq || sdp_sq_idle(ssk))
+			break;
+		/* The lock is dropped meanwhile: look at the ring again. */
+		err = sdp_zc_wait_sq_idle(sk);
+		if (err)
+			return err;
+	}
 	if (!ssk->zc_max_pages)
 		return -ENOBUFS;
 	/*
@@ -1049,6 +1114,14 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 	sdp_zc_query(ssk, &st);
 	if (!st.rsa_left || st.rsa_reading || ssk->rx_busy)
 		return 0;
+	if (ssk->reg_idle_sq && !sdp_sq_idle(ssk)) {
+		if (sdp_zc_wait_sq_idle(sk))
+			return -EPIPE;
+		/* The lock was dropped: the offer may have changed. */
+		sdp_zc_query(ssk, &st);
+		if (!st.rsa_left || st.rsa_reading || ssk->rx_busy)
+			return 0;
+	}
 	if ((flags & MSG_PEEK) || !ssk->zc_max_pages)
 		goto abandon;
 	want = min3((size_t)st.rsa_left, len - *copied,
@@ -1084,7 +1157,8 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 	if (!sdp_zc_post(sk, &reg.wr)) {
 		SDP_INC(SDP_CNT_ZC_RDMA_READS);
 		ssk->stats.rdma_reads++;
-		if (!sdp_zc_wait_bounded(sk, map->inv_done, sdp_zc_qp_down(sk)))
+		if (!sdp_zc_wait_ms(sk, map->inv_done, sdp_zc_qp_down(sk),
+				    sdp_zc_own_wr_ms()))
 			sdp_zc_give_up(sk, "RDMA Read");
 		ok = map->inv_done && map->wc_status == IB_WC_SUCCESS;
 	}
@@ -1164,6 +1238,7 @@ int sdp_zc_recv_advertise(struct sock *sk, struct msghdr *msg, size_t len,
 	 */
 	if (!user_backed_iter(&msg->msg_iter))
 		return 0;
+again:
 	if (sdp_zc_dead(sk) || !ssk->zc_max_pages || ssk->rx_busy || !*timeo ||
 	    !sdp_zc_can_offer(ssk) || ssk->rcv_nxt != ssk->copied_seq ||
 	    ssk->urg_state == SDP_URG_VALID)
@@ -1174,6 +1249,11 @@ int sdp_zc_recv_advertise(struct sock *sk, struct msghdr *msg, size_t len,
 	if (ssk->sink_skip) {
 		ssk->sink_skip--;
 		return 0;
+	}
+	if (ssk->reg_idle_sq && !sdp_sq_idle(ssk)) {
+		if (sdp_zc_wait_sq_idle(sk))
+			return 0;
+		goto again; /* the lock was dropped */
 	}
 	if (sdp_zc_collect(ssk, map, &msg->msg_iter,
 			   min3(len - *copied, (size_t)READ_ONCE(sysctl_sdp_zcopy_chunk),
