@@ -23,11 +23,13 @@ pkgs_build=(
 )
 # Module tooling (the kernels themselves are handled below).
 pkgs_kernel=(kmod)
-# VM test bed: qemu (TCG), an initramfs made of busybox, Soft-RoCE userspace.
+# VM test bed: qemu (TCG), an initramfs made of busybox, Soft-RoCE userspace,
+# tshark (scripts/vm/wire-check.py decodes the pair tier's link capture).
 pkgs_vm=(
 	qemu-system-x86 qemu-utils busybox-static cpio iproute2 procps
 	rdma-core ibverbs-providers ibverbs-utils rdmacm-utils
 	libibverbs-dev librdmacm-dev perftest
+	tshark
 )
 # Userspace library and benchmarks.
 pkgs_user=(liburing-dev iperf3 gnuplot-nox)
@@ -105,5 +107,9 @@ for s in "${missing_series[@]}"; do
 done
 
 echo "install-deps: installing ${missing[*]} ${kernel_pkgs[*]}"
-as_root apt-get install -y -q --no-install-recommends "${missing[@]}" "${kernel_pkgs[@]}"
+# Passed explicitly: sudo resets the environment.  wireshark-common (for
+# tshark) asks whether non-root users may capture; unattended, the default
+# (no) is taken.
+as_root env DEBIAN_FRONTEND=noninteractive \
+	apt-get install -y -q --no-install-recommends "${missing[@]}" "${kernel_pkgs[@]}"
 echo "install-deps: done"
