@@ -14,11 +14,14 @@ mount -t devpts -o mode=0620,ptmxmode=0666 devpts /dev/pts 2>/dev/null ||
 mkdir -p /dev/shm && mount -t tmpfs -o mode=1777 tmpfs /dev/shm
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 ln -sf /proc/self/fd /dev/fd 2>/dev/null
-hostname sdp-vm
 ip link set lo up
 
+# Exported: the tier script reads the SDP_PAIR_* settings of run-pair.sh.
+set -a
 # shellcheck source=/dev/null
 . "$results/guest.env"
+set +a
+hostname "${SDP_VM_HOSTNAME:-sdp-vm}"
 cd "$SDP_TOP" || echo "stage2: no $SDP_TOP" > /dev/console
 
 echo "sdp-vm: running tier on $(uname -r)" > /dev/console

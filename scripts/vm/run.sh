@@ -14,6 +14,12 @@
 # the kernel log shows a BUG/WARNING/Oops/lockup/hung task/refcount or list
 # corruption report (check-dmesg.sh).
 #
+# Environment for scripts that drive several guests (run-pair.sh):
+#   SDP_VM_NET        qemu network arguments replacing `-nic none`
+#   SDP_VM_RW_SHARE   a host directory mounted read-write at the same path
+#   SDP_VM_GUEST_ENV  extra KEY=VALUE lines for the guest's environment
+#   SDP_VM_HOSTNAME   the guest's host name (default sdp-vm)
+#
 # Acceleration: TCG unless SDP_VM_ACCEL=kvm, or SDP_VM_ACCEL=auto and a probe
 # boot under KVM succeeded (nested KVM hangs on some hosts, so it is probed,
 # never assumed; the verdict is cached in build/vm/accel).
@@ -67,14 +73,21 @@ boot() {
 	: > "$dir/shares"
 	for i in "${!shares[@]}"; do
 		share_args+=(-virtfs "local,path=${shares[$i]},mount_tag=share$i,security_model=none,readonly=on,multidevs=remap")
-		echo "share$i ${shares[$i]}" >> "$dir/shares"
+		echo "share$i ${shares[$i]} ro" >> "$dir/shares"
 	done
+	if [ -n "${SDP_VM_RW_SHARE:-}" ]; then
+		share_args+=(-virtfs "local,path=$SDP_VM_RW_SHARE,mount_tag=sharerw,security_model=none,multidevs=remap")
+		echo "sharerw $SDP_VM_RW_SHARE rw" >> "$dir/shares"
+	fi
+	local net_args=(-nic none)
+	# shellcheck disable=SC2206 # qemu arguments, split on white space
+	[ -n "${SDP_VM_NET:-}" ] && net_args=($SDP_VM_NET)
 	timeout -k 5 "$limit" qemu-system-x86_64 \
 		-accel "$accel" -cpu "$cpu" -m "$mem" -smp "$cpus" \
 		-kernel "/boot/vmlinuz-$kver" -initrd "$initrd" \
 		-append "console=ttyS0 loglevel=5 panic=-1 oops=panic sysctl.kernel.hung_task_timeout_secs=30" \
 		-display none -monitor none -serial "file:$dir/console.log" \
-		-no-reboot -nic none \
+		-no-reboot "${net_args[@]}" \
 		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 		-virtfs "local,path=$dir,mount_tag=results,security_model=none,multidevs=remap" \
 		"${share_args[@]}" \
@@ -93,6 +106,8 @@ prepare() {
 		printf 'SDP_KVER=%q\n' "$kver"
 		printf 'SDP_GUEST_TIMEOUT=%q\n' "$timeout"
 		printf 'SDP_RESULTS=%q\n' /run/sdp-results
+		printf 'SDP_VM_HOSTNAME=%q\n' "${SDP_VM_HOSTNAME:-sdp-vm}"
+		[ -z "${SDP_VM_GUEST_ENV:-}" ] || printf '%s\n' "$SDP_VM_GUEST_ENV"
 	} > "$dir/guest.env"
 	printf 'exec' > "$dir/cmd.sh"
 	printf ' %q' "$@" >> "$dir/cmd.sh"
