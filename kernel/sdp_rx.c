@@ -477,7 +477,14 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 			if (r > 0)
 				continue;
 			if (r < 0) {
-				err = sock_error(sk) ?: r;
+				/* -EPIPE: the connection failed; its error
+				 * may have been reported already (SO_ERROR,
+				 * another call), then this read ends as
+				 * TCP's does after a reset: with what it has.
+				 */
+				err = sock_error(sk);
+				if (!err && r != -EPIPE)
+					err = r;
 				break;
 			}
 			/* Given up for bcopy (MSG_PEEK, no registration):
@@ -539,7 +546,9 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 				sdp_rx_waiting(ssk, -1);
 				if (r > 0)
 					continue;
-				err = r;
+				err = sock_error(sk);
+				if (!err && r != -EPIPE)
+					err = r;
 				break;
 			}
 		}
