@@ -31,11 +31,15 @@
 #include "sdp_wire.h"
 
 /*
- * REQ/REP retries as other ULPs use.  RNR retries are finite (7 would mean
- * for ever): a peer that grants credits it has no buffers for gets our
- * sends retried a few times, then the connection fails (RNR_RETRY_EXC)
- * instead of wedging the send queue and every AbortConn, DisConn and
- * invalidation behind it.
+ * Transport retries: 7, as SMC-R and RDS ask.  Soft-RoCE takes 7 for
+ * "retry for ever" (rxe_comp.c never decrements it), so there a vanished
+ * peer is found by the send-progress watch (net.sdp.tx_stall_ms) and by
+ * keepalive, not by the transport; 6 would be finite everywhere, but rxe
+ * counts its sequence-error NAKs against it, and 5% loss then reset
+ * connections.  RNR retries are finite (7 would mean for ever): a peer
+ * that grants credits it has no buffers for gets our sends retried a few
+ * times, then the connection fails (RNR_RETRY_EXC) instead of wedging the
+ * send queue and every AbortConn, DisConn and invalidation behind it.
  */
 #define SDP_CM_RETRY 7
 #define SDP_RNR_RETRY 6
