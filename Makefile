@@ -25,7 +25,7 @@ vm_kvers = $${VM_KVERS:-$${KVER:-$$(scripts/kver.sh --all)}}
 export SDP_BUILD := $(BUILD)
 export KVER VM_KVERS
 
-.PHONY: all help deps userspace module modules unit vm-check check fuzz \
+.PHONY: all help deps userspace module modules unit vm-check pair-check check fuzz \
 	format format-check tidy sparse clean bench demo
 
 all: userspace module
@@ -36,6 +36,8 @@ help:
 	@echo "make check        host unit tests, fuzz smoke run, VM tests on every kernel"
 	@echo "make unit         host unit tests and fuzz smoke run only"
 	@echo "make vm-check     VM tier(s) only (KVER or VM_KVERS)"
+	@echo "make pair-check   two-guest tier(s) only: a real link, capture + wire check,"
+	@echo "                  integrity, netem impairments, faults (KVER or VM_KVERS)"
 	@echo "make module       sdp.ko for KVER;  make modules: for every kernel"
 	@echo "make fuzz         long fuzz run (FUZZ_SECONDS)"
 	@echo "make format | format-check | tidy | sparse"
@@ -89,7 +91,22 @@ vm-check: userspace modules
 	if [ -n "$$failed" ]; then echo "vm-check: FAILED on:$$failed"; exit 1; fi; \
 	echo "vm-check: passed on: $$(echo $$kvers)"
 
-check: unit vm-check
+# Two guests joined by a qemu link (scripts/vm/run-pair.sh): one boot pair
+# per kernel runs tests/vm/tier-pair.sh; -w decodes the capture (tshark).
+pair-check: userspace modules
+	@kvers="$(vm_kvers)"; \
+	if [ -z "$$(echo $$kvers)" ]; then \
+		echo "pair-check: FAILED: no kernel to test (make deps)"; \
+		exit 1; \
+	fi; \
+	failed=""; for k in $$kvers; do \
+		scripts/vm/run-pair.sh -w -k "$$k" -o $(BUILD)/vm/pair/$$k -t 1500 \
+			tests/vm/tier-pair.sh $(BUILD) || failed="$$failed $$k"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "pair-check: FAILED on:$$failed"; exit 1; fi; \
+	echo "pair-check: passed on: $$(echo $$kvers)"
+
+check: unit vm-check pair-check
 	@echo "check: all tiers passed"
 
 fuzz: userspace

@@ -1,0 +1,43 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Two-guest tier: runs in both guests of scripts/vm/run-pair.sh (roles a and
+# b), so that every RDMA packet crosses a link.
+#
+#   tier-pair.sh BUILD_DIR [PHASE...]
+#
+# Phases (default: all, in this order): wire, integrity, netem, faults.
+# faults ends with guest b killed, so it must come last.
+set -euo pipefail
+build=$1
+shift
+phases=${*:-wire integrity netem faults}
+kver=$(uname -r)
+io=$build/host/sdp_pair_io
+# shellcheck source=scripts/vm/pair-lib.sh
+. scripts/vm/pair-lib.sh
+
+status=0
+# The counters go with the results: what the phases did, which errors.
+trap 'pair_end "$status"; cat /proc/net/sdpstats > "$SDP_RESULTS/sdpstats.txt" 2>/dev/null || true' EXIT
+fail() { echo "[  FAILED  ] $*" >&2; status=1; }
+pass() { echo "[  PASSED  ] $*"; }
+
+pair_net_up
+modprobe -d "$build/modroot-$kver" sdp
+# PAIR_SYSCTL="name=value ...": settings for both guests (debugging a run).
+for kv in ${PAIR_SYSCTL:-}; do sysctl -qw "$kv"; done
+# PAIR_DYNDBG="module sdp;file rxe_qp.c": those debug messages in dmesg.
+IFS=';' read -ra dd <<< "${PAIR_DYNDBG:-}"
+for m in "${dd[@]}"; do echo "$m +p" > /sys/kernel/debug/dynamic_debug/control; done
+pair_sync up 120
+pair_log "up: $(ip -br addr show eth0 | tr -s ' ')"
+
+for phase in $phases; do
+	pair_log "phase $phase"
+	# shellcheck source=tests/vm/pair/wire.sh
+	. "tests/vm/pair/$phase.sh" || fail "phase $phase"
+	[ "$phase" = faults ] && break # b is dead
+	pair_sync "end-$phase" 900 || { fail "phase $phase: no rendezvous"; break; }
+done
+exit $status
