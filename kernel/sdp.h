@@ -469,6 +469,7 @@ int sdp_zc_recv_advertise(struct sock *sk, struct msghdr *msg, size_t len,
 void sdp_zc_rx_event(struct sock *sk, const struct sdp_core_rx *msg);
 void sdp_zc_wake(struct sock *sk);
 void sdp_zc_sq_progress(struct sock *sk);
+int sdp_zc_recv_sq_wait(struct sock *sk);
 void sdp_zc_grace_work(struct work_struct *work);
 
 /* sdp_proc.c */

@@ -472,7 +472,15 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 			break;
 		/* Next in the stream: bytes the peer offers for RDMA Read. */
 		if (ssk->rsa_avail && len > copied) {
-			int r = sdp_zc_recv_offer(sk, msg, len, flags, &copied);
+			int r = 0;
+
+			if (timeo && !peek)
+				r = sdp_zc_recv_sq_wait(sk);
+			if (r > 0)
+				continue; /* the lock was dropped: start over */
+			if (!r)
+				r = sdp_zc_recv_offer(sk, msg, len, flags,
+						      &copied);
 
 			if (r > 0)
 				continue;

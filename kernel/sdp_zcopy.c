@@ -1114,15 +1114,12 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 	sdp_zc_query(ssk, &st);
 	if (!st.rsa_left || st.rsa_reading || ssk->rx_busy)
 		return 0;
-	if (ssk->reg_idle_sq && !sdp_sq_idle(ssk)) {
-		if (sdp_zc_wait_sq_idle(sk))
-			return -EPIPE;
-		/* The lock was dropped: the offer may have changed. */
-		sdp_zc_query(ssk, &st);
-		if (!st.rsa_left || st.rsa_reading || ssk->rx_busy)
-			return 0;
-	}
-	if ((flags & MSG_PEEK) || !ssk->zc_max_pages)
+	/* A registration must wait for an idle send queue (rxe): a blocking
+	 * reader waited in sdp_zc_recv_sq_wait(); a non-blocking one never
+	 * sleeps, so the bytes come by bcopy.
+	 */
+	if ((flags & MSG_PEEK) || !ssk->zc_max_pages ||
+	    (ssk->reg_idle_sq && !sdp_sq_idle(ssk)))
 		goto abandon;
 	want = min3((size_t)st.rsa_left, len - *copied,
 		    (size_t)READ_ONCE(sysctl_sdp_zcopy_chunk));
@@ -1191,6 +1188,25 @@ abandon:
 	sdp_zc_sync_rsa(ssk);
 	sdp_push(sk, 0); /* SendSM */
 	return 0;
+}
+
+/*
+ * Before a blocking read takes the peer's offer by RDMA Read on a device
+ * whose registrations need an idle send queue (sdp_zc_wait_sq_idle()):
+ * wait here, where the caller looks at the stream again afterwards.  While
+ * the lock is dropped the offer may be given up (the grace timer's
+ * SendSM) or cancelled and its bytes sent by bcopy, even followed by a new
+ * offer: reading that one before those bytes would reorder the stream.
+ * Returns 1 if it waited (the caller starts over), 0 if the read may go
+ * on, or a negative errno.
+ */
+int sdp_zc_recv_sq_wait(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	if (!ssk->reg_idle_sq || sdp_sq_idle(ssk) || sdp_zc_dead(sk))
+		return 0;
+	return sdp_zc_wait_sq_idle(sk) ?: 1;
 }
 
 static bool sdp_zc_adv_ended(struct sdp_sock *ssk)
