@@ -83,27 +83,18 @@ void fill(unsigned char* buf, size_t len, uint64_t at, uint64_t seed = 0)
 
 // ---- /proc, /sys ------------------------------------------------------------------
 
-std::optional<long long> vmstat(const std::string& key)
-{
-    std::istringstream in(read_file("/proc/vmstat").value_or(""));
-    std::string name;
-    long long value = 0;
-    while (in >> name >> value)
-        if (name == key)
-            return value;
-    return std::nullopt;
-}
-
 // Pages pinned (FOLL_PIN) and not yet unpinned, system-wide.
 long long pins_outstanding()
 {
-    return vmstat("nr_foll_pin_acquired").value_or(0) - vmstat("nr_foll_pin_released").value_or(0);
+    const PinCounts c = pin_counts();
+    return c.acquired - c.released;
 }
 
-std::string pin_counts()
+std::string pin_text()
 {
-    return "nr_foll_pin_acquired " + std::to_string(vmstat("nr_foll_pin_acquired").value_or(-1)) +
-           ", nr_foll_pin_released " + std::to_string(vmstat("nr_foll_pin_released").value_or(-1));
+    const PinCounts c = pin_counts();
+    return "nr_foll_pin_acquired " + std::to_string(c.acquired) + ", nr_foll_pin_released " +
+           std::to_string(c.released);
 }
 
 // /proc/net/sdp lines with `port` at either end.
@@ -123,7 +114,7 @@ void expect_released(int port)
         << "sockets of port " << port << " still listed 20 s after close\n"
         << proc_listing();
     EXPECT_TRUE(eventually([] { return pins_outstanding() == 0; }, 10))
-        << "pinned pages not released: " << pin_counts();
+        << "pinned pages not released: " << pin_text();
 }
 
 // Kernel reports that must never follow a user-space fault (check-dmesg.sh
@@ -155,7 +146,7 @@ void expect_no_kernel_reports(KmsgCapture& kmsg)
 void warn_if_pinned()
 {
     if (pins_outstanding() != 0)
-        std::cout << "[ WARNING  ] pinned pages outstanding before the test: " << pin_counts()
+        std::cout << "[ WARNING  ] pinned pages outstanding before the test: " << pin_text()
                   << "\n";
 }
 
@@ -445,7 +436,7 @@ TEST_P(KillBlocked, ReapedPromptlyPeerSeesEndPinsReleased)
         const char* msg = c.blocked == Blocked::kSend ? "tx_src_avail" : "tx_sink_avail";
         in_zcopy = eventually(
             [&] { return counter_delta(before_, msg) >= 1 && pins_outstanding() > 0; }, 10);
-        EXPECT_TRUE(in_zcopy) << "no " << msg << " with pinned pages: " << pin_counts();
+        EXPECT_TRUE(in_zcopy) << "no " << msg << " with pinned pages: " << pin_text();
     }
     sleep_ms(500);
     int status = 0;
@@ -802,7 +793,7 @@ TEST_P(BufferYanked, CallsReturnStreamConsistentPinsReleased)
     else
         sleep_ms(300);
     sleep_ms(150);
-    EXPECT_TRUE(pinned) << "the region was never pinned: " << pin_counts();
+    EXPECT_TRUE(pinned) << "the region was never pinned: " << pin_text();
     EXPECT_FALSE(done.load()) << "the transfer finished before the buffer was yanked";
     yanked = true;
     int rc = 0;
@@ -1325,7 +1316,7 @@ struct ModuleReferences : ::testing::Environment {
         EXPECT_TRUE(eventually([] { return proc_sockets().empty(); }, bound))
             << "SDP sockets left " << bound << " s after the last test\n"
             << proc_listing();
-        EXPECT_TRUE(eventually([] { return pins_outstanding() == 0; }, 10)) << pin_counts();
+        EXPECT_TRUE(eventually([] { return pins_outstanding() == 0; }, 10)) << pin_text();
         // Sockets of earlier binaries may have held references at the start.
         const bool back = eventually(
             [&] {

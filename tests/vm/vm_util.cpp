@@ -136,6 +136,22 @@ long sdp_sysctl(const std::string& name)
     return text ? std::atol(text->c_str()) : -1;
 }
 
+PinCounts pin_counts()
+{
+    write_file("/proc/sys/vm/stat_refresh", "1");
+    PinCounts counts;
+    std::istringstream in(read_file("/proc/vmstat").value_or(""));
+    std::string name;
+    long long value = 0;
+    while (in >> name >> value) {
+        if (name == "nr_foll_pin_acquired")
+            counts.acquired = value;
+        else if (name == "nr_foll_pin_released")
+            counts.released = value;
+    }
+    return counts;
+}
+
 std::string proc_listing()
 {
     return "/proc/net/sdp:\n" + read_file("/proc/net/sdp").value_or("(missing)");

@@ -32,6 +32,15 @@ long protocol_sockets_in_use(const std::string& protocol);
 long module_refcnt(const std::string& name);
 // /proc/sys/net/sdp/NAME as a number, or -1.
 long sdp_sysctl(const std::string& name);
+// Pages pinned with FOLL_PIN and unpinned, system-wide
+// (nr_foll_pin_acquired, nr_foll_pin_released of /proc/vmstat), exact: the
+// per-CPU deltas are folded first (vm.stat_refresh), else /proc/vmstat
+// may lag by a CPU's threshold in either direction.  {-1, -1} if absent.
+struct PinCounts {
+    long long acquired = -1;
+    long long released = -1;
+};
+PinCounts pin_counts();
 // /proc/net/sdp with a title line, for failure messages.
 std::string proc_listing();
 // An "address:port" endpoint of /proc/net/sdp ends with this port.
