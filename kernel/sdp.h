@@ -5,12 +5,72 @@
  * The glue talks to kernel APIs only; protocol decisions live in the C++
  * core (core/), reached through core/sdp_core.h.
  *
- * Locking: everything in struct sdp_sock below "protected by the socket
- * lock" is touched only with lock_sock() held: socket calls, the completion
- * work (sdp_cq_work) and the RDMA CM event handler all take it.  RDMA
- * resources are created under the socket lock and destroyed by
- * sdp_destroy_resources(), which runs without it (destroying a CM id waits
- * for its event handler, which may be waiting for the socket lock).
+ * Locking contract.  Each field of struct sdp_sock names what guards it;
+ * functions that rely on a lock their caller holds assert it on entry
+ * (sock_owned_by_me(), lockdep_assert_held(): free on production kernels,
+ * checked by the lockdep kernel of `make check-debug`).
+ *
+ * The locks, outermost first:
+ *
+ *   cm_ev_mutex        per socket: sdp_cm_work() holds it while it handles
+ *                      the queued events; purging a destroyed id's events
+ *                      takes it, so an id's events are handled or purged,
+ *                      never both.
+ *   handler_mutex      the RDMA CM's, per CM id, held around sdp_cm_handler()
+ *                      and taken by rdma_connect() and rdma_destroy_id().
+ *                      Only CONNECT_REQUEST takes socket locks under it: the
+ *                      listener's and those of a child nobody else knows yet
+ *                      (see sdp_cm.c).  Every other event is queued under
+ *                      cm_ev_lock for sdp_cm_work().
+ *   res_lock           per socket: serialises teardown of the RDMA
+ *                      resources (sdp_claim_rdma() under the socket lock,
+ *                      then sdp_free_rdma() without it).  A zero-copy
+ *                      transfer whose mapping teardown took waits on it,
+ *                      socket lock dropped, before it unpins.
+ *   socket lock        lock_sock(), "owned by user": socket calls, every work
+ *                      item of the socket (completions, CM events, timers)
+ *                      and the CM handler for a listener and a new child.
+ *                      Nearly all of struct sdp_sock.  Held across user
+ *                      copies and page pinning, which may fault and stall
+ *                      (userfaultfd, FUSE), so nothing of the RDMA CM's own
+ *                      context waits for a connection's socket lock.
+ *   a listener's lock  when its child takes it (accept queue, half-open
+ *                      list): only after the child released its own; no two
+ *                      socket locks are ever held together.
+ *   cm_ev_lock         spinlock (bh), innermost: the CM event FIFO and the
+ *                      HelloAck copy.
+ *   sdp_sock_list_lock global spinlock (bh, sdp_proc.c): the /proc/net/sdp
+ *                      list (list_node).
+ *
+ * Never held across a call that takes handler_mutex (rdma_connect(),
+ * rdma_destroy_id()): the socket lock, res_lock.  rdma_destroy_id() also
+ * waits for a running handler, and sdp_free_rdma() for the completion work,
+ * which takes the socket lock: neither is called with it held.
+ *
+ * Without any lock:
+ *   - the CQ's completion handler (interrupt context) reads busy_polling and
+ *     queues cq_work; the QP's event handler (atomic) reads cm_id;
+ *   - poll() and /proc/net/sdp read states, stream positions and ring
+ *     counters with READ_ONCE (their writers use WRITE_ONCE where a reader
+ *     without the lock cares): a snapshot, possibly a moment stale;
+ *   - getsockopt() reads int-sized options;
+ *   - wake-ups go through sk->sk_wq under RCU (sdp_write_space(),
+ *     sdp_zc_wake());
+ *   - parent is claimed with xchg() (accept() or the child's death, once).
+ *
+ * The socket lock is dropped (sk_wait_event(), wait_woken(), the busy poll
+ * of recvmsg, sdp_zc_release() waiting for teardown, a child taking its
+ * listener's lock) and everything it guards may change meanwhile: the
+ * completion and CM work run (ring counters, credits, the core's state,
+ * sk_state, sk_err, stream positions, urgent state), teardown may claim the
+ * RDMA resources (res_ready false; cm_id, qp, cq, pd, rings and MRs gone or
+ * replaced: nothing read from them before the wait is valid after it), and
+ * other threads' socket calls run.  tx_busy and rx_busy keep a zero-copy
+ * transfer's side of the stream (and its struct sdp_zc_map) to its own
+ * thread across those waits.
+ *
+ * RDMA resources are created under the socket lock and destroyed by
+ * sdp_destroy_resources() or sdp_cm_detach_res(), which run without it.
  */
 #ifndef SDP_KERNEL_SDP_H
 #define SDP_KERNEL_SDP_H
@@ -73,6 +133,11 @@ struct sdp_buf {
  * the reader; tx entries [post, tail) are filled and wait to be posted.
  * Counters run free; index = counter % count.
  *
+ * Locking: the socket lock of the owning socket, for everything.  poll()
+ * and /proc/net/sdp read the counters without it (READ_ONCE).  Teardown
+ * moves a ring into its struct sdp_res under the socket lock and frees it
+ * from there.
+ *
  * The receive ring is a set of buffers, each in exactly one place: the free
  * list, the FIFO of posted buffers (`posted`, counters done..post: RC
  * completes receives in posting order) or the FIFO of buffers holding
@@ -125,6 +190,13 @@ enum sdp_wr_ring {
  * side (SrcAvail, RDMA Write from it), `rx` for the sink side (RDMA Read
  * into it, SinkAvail).  Lifecycle: collect pages (pin user pages) -> DMA
  * map -> REG_MR with a fresh key -> RDMA -> LOCAL_INV -> unmap -> unpin.
+ *
+ * Locking: the socket lock.  During a transfer the map belongs to the
+ * thread that set tx_busy (tx) or rx_busy (rx), also while that thread
+ * waits with the socket lock dropped; the completion work only updates
+ * wr_out, wc_status and inv_done.  Teardown takes `mapped` (and the DMA
+ * mapping with it) under the socket lock; pages and sgl are the socket's,
+ * freed when it is destructed.
  */
 struct sdp_zc_map {
 	struct page **pages;	/* max_pages */
@@ -157,7 +229,11 @@ struct sdp_zc_orphan {
 	bool user;
 };
 
-/* RDMA resources of one connection, taken from the socket for teardown. */
+/*
+ * RDMA resources of one connection, taken from the socket for teardown
+ * (sdp_claim_rdma(), socket lock and res_lock held) and freed by the same
+ * thread (sdp_free_rdma(), res_lock held): nothing else sees them.
+ */
 struct sdp_res {
 	struct ib_pd *pd;
 	struct ib_cq *cq;
@@ -174,7 +250,7 @@ struct sdp_res {
 
 /* ---- the socket --------------------------------------------------------- */
 
-/* A CM event recorded by the handler for sdp_cm_work(). */
+/* A CM event recorded by the handler for sdp_cm_work() (cm_ev_lock). */
 struct sdp_cm_ev {
 	struct rdma_cm_id *id;
 	enum rdma_cm_event_type event;
@@ -189,9 +265,26 @@ enum sdp_urg { SDP_URG_NONE, SDP_URG_VALID, SDP_URG_READ };
 struct sdp_sock {
 	struct sock sk; /* must stay first: sk_alloc() allocates an sdp_sock */
 
-	/* Protected by the socket lock. */
-	struct sdp_core_conn core;
+	/*
+	 * Everything up to the listener's fields: the socket lock (see the
+	 * contract at the top).  Exceptions are noted per field; "WRITE_ONCE"
+	 * means writers (socket lock held) pair with readers without it.
+	 * Of struct sock, sk_state (sdp_set_state()), sk_err and sk_shutdown
+	 * are written under the socket lock with release/WRITE_ONCE for
+	 * poll().
+	 */
+	struct sdp_core_conn core; /* read locklessly only by /proc/net/sdp
+				    * (credits, a snapshot)
+				    */
+	/* The CM id: set under the socket lock (a child's in the CM handler,
+	 * under the child's lock), cleared by teardown under it; read without
+	 * the lock by the QP event handler, which the QP's destruction (before
+	 * the id's) bounds.
+	 */
 	struct rdma_cm_id *cm_id;
+	/* RDMA resources: created under the socket lock, claimed by teardown
+	 * under the socket lock and res_lock (sdp_claim_rdma()).
+	 */
 	struct ib_pd *pd;
 	struct ib_cq *cq;
 	struct ib_qp *qp;
@@ -201,19 +294,30 @@ struct sdp_sock {
 	struct sdp_ring ctl;
 	u32 buf_size;
 	u32 seg_max;
-	bool res_ready;	 /* QP and rings exist */
+	bool res_ready;	 /* QP and rings exist; WRITE_ONCE (poll) */
 	bool qp_error;	 /* a completion failed: the QP is dead */
 	bool cm_gone;	 /* the CM id was destroyed by its handler */
 	bool disconnect_sent;
+	/* Bound: sdp_destroy_resources() clears it without the socket lock,
+	 * once the id is destroyed, from the thread that owns the socket
+	 * (connect()) or for a socket no thread can reach any more.
+	 */
 	bool bound;
 	bool reuseaddr;
-	bool v6only;
+	bool v6only;	 /* getsockopt() reads it without the lock */
 	bool orphan_teardown;
 	bool abort_pending;   /* AbortConn posted: disconnect on completion */
 	bool established_once;
-	bool busy_polling; /* a reader polls the CQ: no completion work */
-	bool tx_busy;	   /* a zero-copy send owns the transmit side */
-	bool rx_busy;	   /* a zero-copy receive owns the receive side */
+	/* A reader polls the CQ: no completion work.  WRITE_ONCE; read by the
+	 * CQ's completion handler (interrupt context).
+	 */
+	bool busy_polling;
+	/* A zero-copy send (receive) owns the transmit (receive) side and
+	 * its struct sdp_zc_map, across its waits with the socket lock
+	 * dropped: other threads' sends (receives) keep off.
+	 */
+	bool tx_busy;
+	bool rx_busy;
 	bool zc_credit_wait; /* a zero-copy send waits for credits */
 	bool ka_probe_out;   /* a keepalive probe is on the send queue */
 	bool reg_idle_sq;    /* REG_MR only on an idle send queue (rxe) */
@@ -225,19 +329,25 @@ struct sdp_sock {
 	u32 tx_watch_done;   /* send completions when it was armed */
 	int readers_waiting;
 
-	/* Zero copy: MRs (RDMA resources) and registrations (the socket's). */
+	/* Zero copy: MRs (RDMA resources, claimed by teardown) and
+	 * registrations (the socket's; see struct sdp_zc_map).
+	 */
 	struct ib_mr *zc_mr[2];
 	struct sdp_zc_map zc[2];
 	struct sdp_zc_orphan zc_orphan[2]; /* for teardown, see the type */
 	u32 zc_max_pages;
-	int zcopy_thresh;   /* -1: net.sdp.zcopy_thresh */
+	int zcopy_thresh;   /* -1: net.sdp.zcopy_thresh; WRITE_ONCE */
 	u32 rsa_avail;	    /* bytes of the peer's SrcAvail not read yet */
 	u64 rsa_mark;	    /* its read position when the grace timer was set */
 	u8 sink_skip;	    /* receives to go without a SinkAvail */
 	u8 sink_misses;	    /* SinkAvails in a row that got no RDMA Write */
 	struct sdp_sock_stats stats;
 
-	/* Stream positions (bytes), for SIOCINQ/SIOCOUTQ and urgent data. */
+	/* Stream positions (bytes), for SIOCINQ/SIOCOUTQ and urgent data.
+	 * rcv_nxt, copied_seq, snd_queued, snd_acked, rsa_avail and urg_state
+	 * are written with WRITE_ONCE: poll() and /proc/net/sdp read them
+	 * without the lock.
+	 */
 	u64 rcv_nxt;	/* in-band bytes received */
 	u64 copied_seq; /* in-band bytes consumed */
 	u64 snd_queued; /* bytes accepted by send() */
@@ -247,7 +357,7 @@ struct sdp_sock {
 	u8 urg_state; /* enum sdp_urg */
 	u64 urg_pending_off; /* tx: stream position of the last urgent byte */
 
-	/* Options. */
+	/* Options.  getsockopt() reads them without the lock (int-sized). */
 	bool nodelay;
 	bool cork;
 	int keepidle; /* seconds */
@@ -256,35 +366,51 @@ struct sdp_sock {
 	u8 keepalive_probes;
 	unsigned long last_rx_jiffies;
 
-	/* Listening socket (its lock). */
+	/* Listening socket: its own socket lock.  poll() looks at the accept
+	 * queue without it (list_empty_careful()).
+	 */
 	int backlog;
 	int pending; /* children connecting, not yet established */
 	struct list_head accept_queue;
 	struct list_head half_open; /* pending children, oldest first */
-	/* Child: its place in the listener's queues (the listener's lock)
-	 * and the listener.
+	/* Child: its place in the listener's queues, under the listener's
+	 * lock (taken with the child's own released); evicted WRITE_ONCE.
 	 */
 	struct list_head accept_node;
 	struct list_head half_open_node;
 	bool evicted; /* reset by the listener for a newer REQ */
+	/* The listener: set before the child is reachable, then claimed
+	 * once with xchg() (accept(), or the child's death).
+	 */
 	struct sock *parent;
 
-	/* Addresses (what getsockname/getpeername report). */
+	/* Addresses (what getsockname/getpeername report): socket lock;
+	 * /proc/net/sdp prints them without it.
+	 */
 	struct sockaddr_storage local;
 	struct sockaddr_storage remote;
 
+	/* Work items: each takes the socket lock itself (put_work none). */
 	struct work_struct cq_work;
 	struct work_struct destroy_work;
 	struct work_struct put_work; /* sdp_sock_put_deferred() */
 	struct work_struct cm_work;  /* CM events, see sdp_cm.c */
 	struct mutex cm_ev_mutex;    /* cm_work vs. purge of a dead id */
-	spinlock_t cm_ev_lock;	     /* the event FIFO and the HelloAck */
+	/* The CM event FIFO: cm_ev_lock.  Pushed by the handler, popped by
+	 * cm_work (cm_ev_mutex held).  The HelloAck is copied in under
+	 * cm_ev_lock before its ESTABLISHED event is pushed, and read by
+	 * cm_work (socket lock) after popping that event.
+	 */
+	spinlock_t cm_ev_lock;
 	u32 cm_ev_head;
 	u32 cm_ev_tail;
 	struct sdp_cm_ev cm_ev[SDP_CM_EVENTS];
 	u8 cm_hello_ack[SDP_CM_REP_PRIVATE_DATA];
 	u32 cm_hello_ack_len;
-	atomic_t deferred_puts;
+	atomic_t deferred_puts; /* atomic */
+	/* Delayed work: each takes the socket lock and holds a socket
+	 * reference while pending (cancelled: the canceller drops it).
+	 */
 	struct delayed_work keepalive_work;
 	struct delayed_work fin_work;
 	struct delayed_work ack_work; /* delayed acknowledgement (Nagle) */
@@ -292,7 +418,7 @@ struct sdp_sock {
 	struct delayed_work tx_watch_work; /* sends that never complete */
 	struct mutex res_lock; /* serialises resource teardown */
 	struct sock *self; /* this sock (a failed clone is a copy: not) */
-	struct list_head list_node; /* /proc/net/sdp */
+	struct list_head list_node; /* /proc/net/sdp: sdp_sock_list_lock */
 };
 
 static inline struct sdp_sock *sdp_sk(const struct sock *sk)
@@ -312,9 +438,10 @@ static inline bool sdp_established(const struct sock *sk)
 		TCPF_FIN_WAIT2);
 }
 
-/* End the RC connection (the CM's DREQ), once. */
+/* End the RC connection (the CM's DREQ), once.  Socket lock held. */
 static inline void sdp_disconnect(struct sdp_sock *ssk)
 {
+	sock_owned_by_me(&ssk->sk);
 	if (ssk->cm_id && !ssk->disconnect_sent) {
 		ssk->disconnect_sent = true;
 		rdma_disconnect(ssk->cm_id);

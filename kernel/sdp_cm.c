@@ -123,6 +123,8 @@ static bool sdp_cm_detach_res(struct sock *sk, struct rdma_cm_id *id)
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct sdp_res res;
 
+	sock_not_owned_by_me(sk);
+
 	mutex_lock(&ssk->res_lock);
 	lock_sock(sk);
 	if (ssk->cm_id != id) {
@@ -172,6 +174,8 @@ static void sdp_set_addrs(struct sock *sk, struct rdma_cm_id *id)
 	struct sockaddr *dst = (struct sockaddr *)&id->route.addr.dst_addr;
 	sa_family_t fam = ssk->local.ss_family;
 
+	sock_owned_by_me(sk);
+
 	sdp_update_local(sk);
 	if (dst->sa_family == AF_INET && fam == AF_INET6) {
 		struct sockaddr_in6 *r6 = (struct sockaddr_in6 *)&ssk->remote;
@@ -213,6 +217,8 @@ static int sdp_cm_route_resolved(struct sock *sk, struct rdma_cm_id *id)
 	u8 hello[SDP_CM_REQ_PRIVATE_DATA] = {};
 	int len, err;
 
+	sock_owned_by_me(sk);
+
 	sdp_conn_init(sk);
 	err = sdp_create_resources(sk, id);
 	if (err)
@@ -237,6 +243,8 @@ static void sdp_connected(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 
+	sock_owned_by_me(sk);
+
 	ssk->seg_max = sdp_core_seg_max(&ssk->core);
 	ssk->established_once = true;
 	ssk->last_rx_jiffies = jiffies;
@@ -252,6 +260,8 @@ static int sdp_cm_established_active(struct sock *sk, struct rdma_cm_event *ev)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	int err;
+
+	sock_owned_by_me(sk);
 
 	err = sdp_core_on_hello_ack(&ssk->core, ev->param.conn.private_data,
 				    ev->param.conn.private_data_len);
@@ -274,6 +284,8 @@ static void sdp_cm_established_passive(struct sock *sk)
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct sock *parent = ssk->parent;
 	bool queued = false;
+
+	sock_owned_by_me(sk);
 
 	sdp_connected(sk);
 	release_sock(sk);
@@ -304,6 +316,8 @@ static void sdp_cm_disconnected(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	unsigned int cs;
+
+	sock_owned_by_me(sk);
 
 	/* What the peer sent before it disconnected comes first. */
 	while (!sdp_poll_cq(sk, true))
@@ -339,6 +353,8 @@ static bool sdp_evict_half_open(struct sock *parent)
 {
 	struct sdp_sock *pssk = sdp_sk(parent), *old;
 
+	sock_owned_by_me(parent);
+
 	old = list_first_entry_or_null(&pssk->half_open, struct sdp_sock,
 				       half_open_node);
 	if (!old)
@@ -362,6 +378,8 @@ static bool sdp_listener_admit(struct sock *parent)
 {
 	struct sdp_sock *pssk = sdp_sk(parent);
 	int half_open_max = READ_ONCE(sysctl_sdp_max_half_open);
+
+	sock_owned_by_me(parent);
 
 	if (sk_acceptq_is_full(parent))
 		return false;
@@ -560,6 +578,8 @@ static bool sdp_cm_pop(struct sdp_sock *ssk, struct sdp_cm_ev *e)
 {
 	bool got = false;
 
+	lockdep_assert_held(&ssk->cm_ev_mutex);
+
 	spin_lock_bh(&ssk->cm_ev_lock);
 	if (ssk->cm_ev_head != ssk->cm_ev_tail) {
 		*e = ssk->cm_ev[ssk->cm_ev_head % SDP_CM_EVENTS];
@@ -593,6 +613,8 @@ void sdp_cm_work(struct work_struct *work)
 static void __sdp_cm_purge(struct sdp_sock *ssk, struct rdma_cm_id *id)
 {
 	u32 n;
+
+	lockdep_assert_held(&ssk->cm_ev_mutex);
 
 	spin_lock_bh(&ssk->cm_ev_lock);
 	for (n = ssk->cm_ev_head; n != ssk->cm_ev_tail; n++) {
@@ -718,6 +740,8 @@ void sdp_abort_children(struct sock *listener)
 {
 	struct sdp_sock *lssk = sdp_sk(listener), *child, *tmp;
 
+	sock_owned_by_me(listener);
+
 	list_for_each_entry_safe(child, tmp, &lssk->accept_queue, accept_node) {
 		list_del_init(&child->accept_node);
 		sk_acceptq_removed(listener);
@@ -736,6 +760,8 @@ void sdp_abort_children(struct sock *listener)
 void sdp_abort(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sock_owned_by_me(sk);
 
 	if (sdp_established(sk) && ssk->res_ready && !ssk->qp_error &&
 	    !(sdp_core_state(&ssk->core) & SDP_CS_ABORTED) &&
@@ -762,6 +788,8 @@ void sdp_maybe_disconnect(struct sock *sk)
 	unsigned int cs = sdp_core_state(&ssk->core);
 	bool ours_done = (cs & SDP_CS_DISCONN_SENT) &&
 			 ssk->ctl.done == ssk->ctl.post;
+
+	sock_owned_by_me(sk);
 
 	if (ssk->disconnect_sent || !ssk->cm_id)
 		return;

@@ -135,6 +135,8 @@ void sdp_conn_init(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 
+	sock_owned_by_me(sk);
+
 	ssk->buf_size = (u32)READ_ONCE(sysctl_sdp_buf_size);
 	sdp_core_conn_init(&ssk->core, ssk->buf_size, ssk->buf_size);
 }
@@ -152,6 +154,8 @@ int sdp_create_resources(struct sock *sk, struct rdma_cm_id *id)
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct mem_cgroup *old_memcg;
 	int err;
+
+	sock_owned_by_me(sk);
 
 	if (ssk->res_ready)
 		return -EINVAL;
@@ -297,6 +301,9 @@ void sdp_claim_rdma(struct sock *sk, struct sdp_res *res)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 
+	sock_owned_by_me(sk);
+	lockdep_assert_held(&ssk->res_lock);
+
 	res->pd = ssk->pd;
 	res->cq = ssk->cq;
 	res->qp = ssk->qp;
@@ -333,6 +340,10 @@ void sdp_free_rdma(struct sock *sk, struct rdma_cm_id *id, struct sdp_res *res)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct ib_device *dev = id->device;
+
+	lockdep_assert_held(&ssk->res_lock);
+	/* It waits for cq_work, which takes the socket lock. */
+	sock_not_owned_by_me(sk);
 
 	if (res->qp) {
 		/* After this the HCA touches none of the ring buffers. */
@@ -455,6 +466,8 @@ void sdp_qp_failed(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 
+	sock_owned_by_me(sk);
+
 	ssk->qp_error = true;
 	if (!sk->sk_err && sk->sk_state != TCP_CLOSE) {
 		SDP_INC(SDP_CNT_ERR_TRANSPORT);
@@ -475,6 +488,8 @@ int sdp_post_drain_recv(struct sock *sk)
 	struct ib_recv_wr wr = { .wr_id = SDP_WR_ID(SDP_WR_DRAIN, 0) };
 	int err;
 
+	sock_owned_by_me(sk);
+
 	if (ssk->drain_posted)
 		return 0;
 	err = ib_post_recv(ssk->qp, &wr, NULL);
@@ -487,6 +502,8 @@ int sdp_post_drain_recv(struct sock *sk)
 static void sdp_wc_error(struct sock *sk, struct ib_wc *wc)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sock_owned_by_me(sk);
 
 	ssk->qp_error = true;
 	if (wc->status == IB_WC_WR_FLUSH_ERR) {
@@ -532,6 +549,8 @@ bool sdp_poll_cq(struct sock *sk, bool arm)
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct ib_wc wc[SDP_CQ_BATCH];
 	int n, i, total = 0;
+
+	sock_owned_by_me(sk);
 
 	if (!ssk->res_ready)
 		return true;
@@ -581,6 +600,8 @@ bool sdp_poll_cq(struct sock *sk, bool arm)
 void sdp_process_completions(struct sock *sk, bool arm)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sock_owned_by_me(sk);
 
 	if (!ssk->res_ready)
 		return;

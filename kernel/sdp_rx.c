@@ -60,6 +60,8 @@ int sdp_post_recvs(struct sock *sk)
 	struct sdp_ring *rx = &ssk->rx;
 	struct ib_device *dev = ssk->pd->device;
 
+	sock_owned_by_me(sk);
+
 	/* A reset connection takes nothing more from the peer. */
 	if (sdp_core_state(&ssk->core) & (SDP_CS_ABORTED | SDP_CS_RX_FAILED))
 		return 0;
@@ -98,6 +100,8 @@ static void sdp_rx_release_read(struct sdp_sock *ssk)
 {
 	struct sdp_ring *rx = &ssk->rx;
 
+	sock_owned_by_me(&ssk->sk);
+
 	while (rx->read != rx->tail) {
 		struct sdp_buf *b = sdp_rx_unread(rx, rx->read);
 
@@ -111,6 +115,8 @@ static void sdp_rx_release_read(struct sdp_sock *ssk)
 static void sdp_rx_urgent(struct sock *sk, struct sdp_buf *b, u32 inband)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sock_owned_by_me(sk);
 
 	ssk->urg_byte = ((u8 *)b->data)[b->end - 1];
 	/* Position of the urgent byte in the in-band stream; out of line it
@@ -137,6 +143,8 @@ static struct sdp_buf *sdp_rx_coalesce(struct sdp_sock *ssk, struct sdp_buf *b)
 	u32 len = b->end - b->off;
 	struct sdp_buf *prev;
 
+	sock_owned_by_me(&ssk->sk);
+
 	if (len > ssk->buf_size / 8 || rx->read == rx->tail)
 		return b;
 	/* The newest unread data buffer. */
@@ -157,6 +165,8 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 	struct sdp_buf *b;
 	struct sdp_core_rx msg;
 	int err;
+
+	sock_owned_by_me(sk);
 
 	if ((u32)wc->wr_id != rx->done) {
 		pr_warn_ratelimited("receive completion out of order\n");
@@ -285,6 +295,8 @@ static int sdp_recv_urg(struct sock *sk, struct msghdr *msg, int flags)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 
+	sock_owned_by_me(sk);
+
 	if (sock_flag(sk, SOCK_URGINLINE) || ssk->urg_state == SDP_URG_NONE ||
 	    ssk->urg_state == SDP_URG_READ)
 		return -EINVAL;
@@ -312,6 +324,8 @@ static struct sdp_buf *sdp_rx_find(struct sdp_sock *ssk, u64 skip, u32 *off)
 {
 	u32 n;
 
+	sock_owned_by_me(&ssk->sk);
+
 	for (n = ssk->rx.read; n != ssk->rx.tail; n++) {
 		struct sdp_buf *b = sdp_rx_unread(&ssk->rx, n);
 		u32 avail = b->end - b->off;
@@ -330,6 +344,8 @@ static struct sdp_buf *sdp_rx_find(struct sdp_sock *ssk, u64 skip, u32 *off)
  */
 static void sdp_rx_waiting(struct sdp_sock *ssk, int delta)
 {
+	sock_owned_by_me(&ssk->sk);
+
 	ssk->readers_waiting += delta;
 	sdp_core_set_reader_waiting(&ssk->core, ssk->readers_waiting > 0);
 }
@@ -338,6 +354,8 @@ static void sdp_rx_waiting(struct sdp_sock *ssk, int delta)
 static void sdp_rx_refill(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sock_owned_by_me(sk);
 
 	if (!ssk->res_ready || ssk->qp_error)
 		return;
@@ -359,6 +377,8 @@ static bool sdp_rx_busy_poll(struct sock *sk, u64 seq)
 	unsigned int poll_us = READ_ONCE(sysctl_sdp_recv_poll_us);
 	bool found = false;
 	u64 end;
+
+	sock_owned_by_me(sk);
 
 	if (!poll_us || !ssk->res_ready || !sdp_established(sk))
 		return false;

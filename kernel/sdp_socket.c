@@ -57,6 +57,8 @@ void sdp_write_space(struct sock *sk)
 /* A connection error: report it to the socket like TCP does. */
 void sdp_set_error(struct sock *sk, int err)
 {
+	sock_owned_by_me(sk);
+
 	WRITE_ONCE(sk->sk_err, err);
 	if (sk->sk_state != TCP_CLOSE && sk->sk_state != TCP_LISTEN &&
 	    sk->sk_state != TCP_SYN_SENT)
@@ -156,6 +158,7 @@ static void sdp_orphan_close(struct sock *sk, bool *destroy_now)
 	bool finishing = ssk->established_once && ssk->res_ready && ssk->cm_id &&
 			 !ssk->qp_error && !ssk->disconnect_sent && !sk->sk_err;
 
+	sock_owned_by_me(sk);
 	*destroy_now = false;
 	switch (sk->sk_state) {
 	case TCP_LISTEN:
@@ -289,6 +292,8 @@ static int sdp_addr_scope(struct sock *sk, struct sockaddr_storage *a,
 {
 	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)a;
 
+	sock_owned_by_me(sk);
+
 	if (a->ss_family != AF_INET6 ||
 	    !__ipv6_addr_needs_scope_id(__ipv6_addr_type(&s6->sin6_addr)))
 		return 0;
@@ -339,6 +344,8 @@ void sdp_update_local(struct sock *sk)
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct sockaddr *src;
 	bool v6 = ssk->local.ss_family == AF_INET6;
+
+	sock_owned_by_me(sk);
 
 	if (!ssk->cm_id)
 		return;
@@ -399,6 +406,8 @@ static int sdp_do_bind(struct sock *sk, const struct sockaddr *addr)
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct sockaddr_storage canon;
 	int err;
+
+	sock_owned_by_me(sk);
 
 	if (!ssk->cm_id) {
 		ssk->cm_id = sdp_cm_create_id(sk);
@@ -538,6 +547,8 @@ out:
 static struct sock *sdp_accept_dequeue(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk), *child;
+
+	sock_owned_by_me(sk);
 
 	while ((child = list_first_entry_or_null(&ssk->accept_queue,
 						 struct sdp_sock, accept_node))) {
@@ -893,6 +904,8 @@ static int sdp_shutdown(struct socket *sock, int how)
 static void sdp_set_keepalive(struct sock *sk, int on)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sock_owned_by_me(sk);
 
 	if (on && sdp_established(sk))
 		sdp_reset_keepalive(sk);

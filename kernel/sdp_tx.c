@@ -48,6 +48,8 @@ static void sdp_tx_watch_arm(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 
+	sock_owned_by_me(sk);
+
 	if (ssk->tx_watch_armed)
 		return;
 	ssk->tx_watch_armed = true;
@@ -112,6 +114,8 @@ static int sdp_post_send(struct sdp_sock *ssk, struct sdp_ring *r,
 	};
 	int err;
 
+	sock_owned_by_me(&ssk->sk);
+
 	if (inl) {
 		/* The provider memcpy()s inline data from sge.addr. */
 		if (WARN_ON_ONCE(!virt_addr_valid(b->data)))
@@ -153,6 +157,8 @@ int sdp_post_ctl(struct sock *sk, struct ib_send_wr *before, u8 mid, u32 len)
 	struct sdp_ring *ctl = &ssk->ctl;
 	struct sdp_buf *b = sdp_ring_buf(ctl, ctl->post);
 
+	sock_owned_by_me(sk);
+
 	b->mid = mid;
 	b->end = len;
 	if (sdp_post_send(ssk, ctl, SDP_WR_CTL, ctl->post, len, before)) {
@@ -172,6 +178,8 @@ int sdp_send_control(struct sock *sk, unsigned int mid)
 	struct sdp_ring *ctl = &ssk->ctl;
 	struct sdp_buf *b;
 	int len;
+
+	sock_owned_by_me(sk);
 
 	if (!ssk->res_ready || ssk->qp_error)
 		return -ENOTCONN;
@@ -215,6 +223,8 @@ void sdp_push(struct sock *sk, unsigned int extra_opts)
 	struct sdp_ring *tx = &ssk->tx;
 	unsigned int opts = sdp_tx_opts(ssk) | extra_opts;
 	int mid;
+
+	sock_owned_by_me(sk);
 
 	if (!ssk->res_ready || ssk->qp_error || !ssk->established_once)
 		return;
@@ -268,6 +278,8 @@ void sdp_tx_complete(struct sock *sk, struct ib_wc *wc)
 	struct sdp_ring *r = ctl ? &ssk->ctl : &ssk->tx;
 	struct sdp_buf *b;
 
+	sock_owned_by_me(sk);
+
 	if ((u32)wc->wr_id != r->done) {
 		pr_warn_ratelimited("send completion out of order\n");
 		sdp_qp_failed(sk);
@@ -310,6 +322,8 @@ static struct sdp_buf *sdp_tx_segment(struct sdp_sock *ssk)
 	struct sdp_ring *tx = &ssk->tx;
 	struct sdp_buf *b;
 
+	sock_owned_by_me(&ssk->sk);
+
 	if (tx->tail != tx->post) {
 		b = sdp_ring_buf(tx, tx->tail - 1);
 		if (!b->urgent && b->end - SDP_BSDH_SIZE < ssk->seg_max)
@@ -331,6 +345,8 @@ static bool sdp_tx_room(struct sdp_sock *ssk)
 
 static int sdp_wait_connected(struct sock *sk, long *timeo)
 {
+	sock_owned_by_me(sk);
+
 	DEFINE_WAIT_FUNC(wait, woken_wake_function);
 
 	while ((1 << sk->sk_state) & (TCPF_SYN_SENT | TCPF_SYN_RECV)) {
@@ -482,6 +498,8 @@ void sdp_arm_ack_timer(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 
+	sock_owned_by_me(sk);
+
 	sock_hold(sk);
 	if (!queue_delayed_work(sdp_wq, &ssk->ack_work,
 				msecs_to_jiffies(READ_ONCE(sysctl_sdp_ack_delay_ms))))
@@ -528,6 +546,8 @@ static int sdp_keepalive_probe(struct sock *sk)
 	};
 	int err;
 
+	sock_owned_by_me(sk);
+
 	if (ssk->ka_probe_out)
 		return -EBUSY;
 	err = ib_post_send(ssk->qp, &wr.wr, NULL);
@@ -543,6 +563,8 @@ void sdp_keepalive_complete(struct sock *sk, struct ib_wc *wc)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 
+	sock_owned_by_me(sk);
+
 	ssk->ka_probe_out = false;
 	sdp_zc_sq_progress(sk);
 	if (wc->status == IB_WC_SUCCESS) {
@@ -555,6 +577,8 @@ void sdp_keepalive_complete(struct sock *sk, struct ib_wc *wc)
 void sdp_reset_keepalive(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sock_owned_by_me(sk);
 
 	sock_hold(sk);
 	if (mod_delayed_work(sdp_wq, &ssk->keepalive_work,

@@ -106,6 +106,8 @@ int sdp_zc_alloc(struct sock *sk, struct ib_device *dev, struct ib_pd *pd)
 	u32 pages = DIV_ROUND_UP((u32)sysctl_sdp_zcopy_chunk, PAGE_SIZE) + 1;
 	int i;
 
+	sock_owned_by_me(sk);
+
 	ssk->zc_max_pages = 0;
 	pages = min_t(u32, pages, dev->attrs.max_fast_reg_page_list_len);
 	if (pages < 2)
@@ -167,6 +169,8 @@ void sdp_zc_claim(struct sock *sk, struct sdp_res *res)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	int i;
+
+	sock_owned_by_me(sk);
 
 	for (i = 0; i < 2; i++) {
 		res->zc_mr[i] = ssk->zc_mr[i];
@@ -362,6 +366,8 @@ static int sdp_zc_collect(struct sdp_sock *ssk, struct sdp_zc_map *map,
 {
 	size_t seg;
 
+	sock_owned_by_me(&ssk->sk);
+
 	map->npages = 0;
 	map->len = 0;
 	map->user = false;
@@ -406,6 +412,8 @@ static void sdp_zc_release(struct sock *sk, struct sdp_zc_map *map,
 			   bool registered)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sock_owned_by_me(sk);
 
 	if (map->mapped) {
 		ib_dma_unmap_sg(ssk->pd->device, map->sgl, map->npages,
@@ -455,6 +463,8 @@ static int sdp_zc_register(struct sock *sk, struct sdp_zc_map *map,
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct ib_mr *mr = ssk->zc_mr[map->which];
 	int nents, n;
+
+	sock_owned_by_me(sk);
 
 	nents = ib_dma_map_sg(ssk->pd->device, map->sgl, map->npages,
 			      map->dir);
@@ -517,6 +527,8 @@ static int sdp_zc_post_any(struct sock *sk, struct ib_send_wr *first)
 	struct sdp_sock *ssk = sdp_sk(sk);
 	int err;
 
+	sock_owned_by_me(sk);
+
 	if (!ssk->res_ready || ssk->qp_error)
 		return -EPIPE;
 	err = ib_post_send(ssk->qp, first, NULL);
@@ -545,6 +557,8 @@ void sdp_zc_complete(struct sock *sk, struct ib_wc *wc)
 	struct sdp_sock *ssk = sdp_sk(sk);
 	u32 tag = (u32)wc->wr_id;
 	struct sdp_zc_map *map = &ssk->zc[tag & 1];
+
+	sock_owned_by_me(sk);
 
 	if (map->wr_out)
 		map->wr_out--;
@@ -625,6 +639,8 @@ static unsigned int sdp_zc_own_wr_ms(void)
  */
 static void sdp_zc_give_up(struct sock *sk, const char *what)
 {
+	sock_owned_by_me(sk);
+
 	pr_warn_ratelimited("zero copy: %s timed out; resetting the connection\n",
 			    what);
 	SDP_INC(SDP_CNT_ZC_TIMEOUTS);
@@ -674,6 +690,8 @@ static void sdp_zc_orphan(struct sock *sk, struct sdp_zc_map *map)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct sdp_zc_orphan *o = &ssk->zc_orphan[map->which];
+
+	sock_owned_by_me(sk);
 
 	if (o->pages) {
 		/* One per side per connection: the QP is dead after it. */
@@ -744,6 +762,8 @@ static void sdp_zc_kill_qp(struct sock *sk, struct sdp_zc_map *map, bool reset)
 	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
 	bool stopped = true;
 
+	sock_owned_by_me(sk);
+
 	if (ssk->qp && ib_modify_qp(ssk->qp, &attr, IB_QP_STATE)) {
 		pr_warn_ratelimited("zero copy: cannot stop the QP\n");
 		stopped = false;
@@ -771,6 +791,8 @@ static bool sdp_zc_finish(struct sock *sk, struct sdp_zc_map *map)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	bool ok = false;
+
+	sock_owned_by_me(sk);
 
 	if (!map->reg_posted) {
 		/* The device never had the key. */
@@ -850,6 +872,8 @@ static int sdp_zc_wait_tx_ready(struct sock *sk, long *timeo)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 
+	sock_owned_by_me(sk);
+
 	for (;;) {
 		DEFINE_WAIT_FUNC(wait, woken_wake_function);
 
@@ -888,6 +912,8 @@ static int sdp_zc_write(struct sock *sk, struct sdp_zc_map *map,
 		.lkey = mr->lkey,
 	};
 
+	sock_owned_by_me(sk);
+
 	wr.wr.opcode = IB_WR_RDMA_WRITE;
 	wr.wr.wr_id = SDP_WR_ID(SDP_WR_ZC, SDP_ZC_WR_RDMA | map->which);
 	wr.wr.sg_list = &sge;
@@ -919,6 +945,8 @@ static int sdp_zc_offer(struct sock *sk, struct sdp_zc_map *map,
 				  .vaddr = mr->iova };
 	struct sdp_buf *b = sdp_ring_buf(&ssk->ctl, ssk->ctl.post);
 	int len, err = 0;
+
+	sock_owned_by_me(sk);
 
 	len = sdp_core_tx_src_avail(&ssk->core, b->data, SDP_CTL_BUF_SIZE,
 				    &zc, sdp_posted(ssk));
@@ -989,6 +1017,8 @@ int sdp_zc_send(struct sock *sk, struct msghdr *msg, long *timeo,
 	size_t want;
 	u32 sent = 0;
 	int err;
+
+	sock_owned_by_me(sk);
 
 	for (;;) {
 		err = sdp_zc_wait_tx_ready(sk, timeo);
@@ -1071,6 +1101,8 @@ static void sdp_zc_rx_account(struct sock *sk, u32 n)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 
+	sock_owned_by_me(sk);
+
 	WRITE_ONCE(ssk->rcv_nxt, ssk->rcv_nxt + n);
 	WRITE_ONCE(ssk->copied_seq, ssk->copied_seq + n);
 	SDP_ADD(SDP_CNT_ZC_RX_BYTES, n);
@@ -1108,6 +1140,8 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 	struct ib_mr *mr;
 	size_t want;
 	bool ok;
+
+	sock_owned_by_me(sk);
 
 	if (sdp_zc_dead(sk))
 		return -EPIPE;
@@ -1242,6 +1276,8 @@ int sdp_zc_recv_advertise(struct sock *sk, struct msghdr *msg, size_t len,
 	int hdr, err = 0;
 	u32 written;
 
+	sock_owned_by_me(sk);
+
 	/*
 	 * Only user memory is advertised.  An RDMA Write gives the sink no
 	 * completion, so nothing proves that the bytes an RdmaWrCompl claims
@@ -1359,6 +1395,8 @@ static void sdp_zc_grace_arm(struct sock *sk)
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct sdp_core_zc_status st;
 
+	sock_owned_by_me(sk);
+
 	sdp_zc_query(ssk, &st);
 	ssk->rsa_mark = st.rsa_vaddr;
 	sock_hold(sk);
@@ -1399,6 +1437,8 @@ out:
 void sdp_zc_rx_event(struct sock *sk, const struct sdp_core_rx *msg)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sock_owned_by_me(sk);
 
 	switch (msg->mid) {
 	case SDP_MID_SRC_AVAIL:
