@@ -7,6 +7,10 @@
 #
 #   scripts/install-deps.sh            install what is missing
 #   scripts/install-deps.sh --check    exit 1, listing it, if anything is missing
+#   ... --debug                        also what the debug kernel of
+#                                      `make check-debug` needs (the 6.1
+#                                      source package and the kernel build's
+#                                      tools; scripts/debug-kernel.sh)
 #
 # Kernels: the module is built and VM-tested against every installed Debian
 # kernel with headers.  Two series are installed: 6.1 and 6.12 (both are
@@ -33,6 +37,20 @@ pkgs_vm=(
 )
 # Userspace library and benchmarks.
 pkgs_user=(liburing-dev iperf3 gnuplot-nox)
+# Optional (--debug): building the KASAN/lockdep/kmemleak kernel from
+# Debian's source (scripts/debug-kernel.sh).
+pkgs_debug=(linux-source-6.1 flex bison bc libelf-dev libssl-dev)
+
+check=0
+debug=0
+for arg in "$@"; do
+	case $arg in
+	--check) check=1 ;;
+	--debug) debug=1 ;;
+	*) echo "install-deps: unknown option $arg" >&2; exit 2 ;;
+	esac
+done
+[ $debug = 1 ] || pkgs_debug=()
 
 # Kernel series: "name-regex-of-the-image-package  /lib/modules glob".
 kernel_series=('^linux-image-6\.1\.0-[0-9]+-amd64$ 6.1.0-*-amd64')
@@ -68,14 +86,14 @@ series_present() {
 	return 1
 }
 
-mapfile -t missing < <(missing_pkgs "${pkgs_build[@]}" "${pkgs_kernel[@]}" "${pkgs_vm[@]}" "${pkgs_user[@]}")
+mapfile -t missing < <(missing_pkgs "${pkgs_build[@]}" "${pkgs_kernel[@]}" "${pkgs_vm[@]}" "${pkgs_user[@]}" "${pkgs_debug[@]}")
 missing_series=()
 for s in "${kernel_series[@]}"; do
 	read -r regex glob <<<"$s"
 	series_present "$glob" || missing_series+=("$s")
 done
 
-if [ "${1:-}" = --check ]; then
+if [ $check = 1 ]; then
 	if [ ${#missing[@]} -gt 0 ] || [ ${#missing_series[@]} -gt 0 ]; then
 		echo "missing packages: ${missing[*]:-none}; kernels: ${#missing_series[@]} series"
 		exit 1
