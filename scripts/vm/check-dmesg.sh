@@ -3,11 +3,19 @@
 #
 # Fail (exit 1, printing the offending lines) if a kernel log shows a bug:
 # BUG, WARNING, Oops, lockups, hung tasks, RCU stalls, refcount or list
-# corruption, sanitizer reports, panics, or any call trace.
+# corruption, sanitizer reports, panics, or any call trace.  And the debug
+# kernel's checkers (make check-debug): lockdep and RCU-lockdep reports,
+# might_sleep() in atomic context, kmemleak's own failures, and lock
+# debugging switched off by a taint, each matched by its own text too (most
+# also start with BUG: or WARNING:, but a check that silently stopped
+# checking must not pass).  Debug-objects reports start with "ODEBUG:",
+# which BUG: matches.  kmemleak's leak reports are checked by
+# tests/vm/tier-debug.sh, from /sys/kernel/debug/kmemleak.
 #
 #   check-dmesg.sh LOG...
 set -u
 pattern='BUG:|WARNING:|Oops|general protection fault|kernel BUG at|soft lockup|hard LOCKUP|rcu: INFO: .* stall|rcu_.*detected stall|blocked for more than [0-9]+ seconds|refcount_t:|list_add corruption|list_del corruption|UBSAN:|KASAN:|KFENCE:|unreferenced object|Kernel panic|Call Trace:|stack-protector:|stack guard page'
+pattern="$pattern"'|possible circular locking dependency|possible recursive locking|inconsistent lock state|lock inversion|lock order detected|suspicious RCU usage|sleeping function called from invalid context|bad unlock balance|held lock freed|lock held when returning to user space|DEBUG_LOCKS_WARN_ON|Disabling lock debugging|kmemleak: .*(Memory pool empty|Cannot allocate|detector disabled|Failed to create)'
 status=0
 for log in "$@"; do
 	[ -f "$log" ] || continue

@@ -23,6 +23,10 @@
 # Acceleration: TCG unless SDP_VM_ACCEL=kvm, or SDP_VM_ACCEL=auto and a probe
 # boot under KVM succeeded (nested KVM hangs on some hosts, so it is probed,
 # never assumed; the verdict is cached in build/vm/accel).
+#
+# SDP_VM_APPEND: more kernel command-line arguments, after the defaults (a
+# later sysctl.* argument overrides an earlier one).  `make check-debug`
+# uses it for the debug kernel's slower pace.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -85,7 +89,7 @@ boot() {
 	timeout -k 5 "$limit" qemu-system-x86_64 \
 		-accel "$accel" -cpu "$cpu" -m "$mem" -smp "$cpus" \
 		-kernel "/boot/vmlinuz-$kver" -initrd "$initrd" \
-		-append "console=ttyS0 loglevel=5 panic=-1 oops=panic sysctl.kernel.hung_task_timeout_secs=30" \
+		-append "console=ttyS0 loglevel=5 panic=-1 oops=panic sysctl.kernel.hung_task_timeout_secs=30${SDP_VM_APPEND:+ $SDP_VM_APPEND}" \
 		-display none -monitor none -serial "file:$dir/console.log" \
 		-no-reboot "${net_args[@]}" \
 		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \

@@ -14,7 +14,10 @@ clean='[    0.000000] Linux version 6.1.0-56-amd64
 [    7.846377] sdp: loading out-of-tree module taints kernel.
 [    7.846380] sdp: module verification failed: signature and/or required key missing - tainting kernel
 [    7.847859] sdp: registered socket family 27
-[   17.767296] infiniband rxe0: set active'
+[   17.767296] infiniband rxe0: set active
+[    0.000000] Lock dependency validator: Copyright (c) 2006 Red Hat, Inc., Ingo Molnar
+[    0.100000] kmemleak: Kernel memory leak detector initialized (mem pool available: 15794)
+[ 1900.000000] kmemleak: 1 new suspected memory leaks (see /sys/kernel/debug/kmemleak)'
 printf '%s\n' "$clean" > "$work/clean.log"
 if ! "$check" "$work/clean.log" 2>/dev/null; then
 	echo "FAIL: clean log rejected"
@@ -37,6 +40,25 @@ reports=(
 	'[   12.1] UBSAN: shift-out-of-bounds in net/sdp/core.c:1:2'
 	'[   12.1] Kernel panic - not syncing: Attempted to kill init!'
 	'[   12.1] Call Trace:'
+	'[   12.1] WARNING: possible circular locking dependency detected'
+	'[   12.1] possible circular locking dependency detected'
+	'[   12.1] WARNING: possible recursive locking detected'
+	'[   12.1] WARNING: inconsistent lock state'
+	'[   12.1] WARNING: possible irq lock inversion dependency detected'
+	'[   12.1] WARNING: HARDIRQ-safe -> HARDIRQ-unsafe lock order detected'
+	'[   12.1] suspicious RCU usage'
+	'[   12.1] sleeping function called from invalid context at kernel/locking/mutex.c:580'
+	'[   12.1] WARNING: bad unlock balance detected!'
+	'[   12.1] WARNING: held lock freed!'
+	'[   12.1] WARNING: lock held when returning to user space!'
+	'[   12.1] DEBUG_LOCKS_WARN_ON(1)'
+	'[   12.1] Disabling lock debugging due to kernel taint'
+	'[   12.1] ODEBUG: free active (active state 0) object type: timer_list hint: x'
+	'[   12.1] ODEBUG: Out of memory. ODEBUG disabled'
+	'[   12.1] ODEBUG: object 00000000 is on stack 00000000, but NOT annotated.'
+	'[   12.1] kmemleak: Memory pool empty, consider increasing CONFIG_DEBUG_KMEMLEAK_MEM_POOL_SIZE'
+	'[   12.1] kmemleak: Kernel memory leak detector disabled'
+	'[   12.1] KASAN: slab-use-after-free in sdp_rx_complete+0x1/0x2'
 )
 for report in "${reports[@]}"; do
 	{ printf '%s\n' "$clean"; printf '%s\n' "$report"; } > "$work/bad.log"
