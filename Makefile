@@ -10,6 +10,7 @@
 #                 else every installed kernel)
 #   BUILD         output directory (default: build)
 #   FUZZ_SECONDS  length of `make fuzz` (the smoke run in `make check` is 20 s)
+#   DEBUG_TIMEOUT guest time limit of `make check-debug`, seconds
 
 SHELL := /bin/bash
 TOP := $(abspath .)
@@ -26,7 +27,7 @@ export SDP_BUILD := $(BUILD)
 export KVER VM_KVERS
 
 .PHONY: all help deps userspace module modules unit vm-check pair-check check fuzz \
-	format format-check tidy sparse clean bench demo
+	format format-check tidy sparse clean bench demo debug-kernel check-debug
 
 all: userspace module
 
@@ -38,6 +39,8 @@ help:
 	@echo "make vm-check     VM tier(s) only (KVER or VM_KVERS)"
 	@echo "make pair-check   two-guest tier(s) only: a real link, capture + wire check,"
 	@echo "                  integrity, netem impairments, faults (KVER or VM_KVERS)"
+	@echo "make check-debug  the VM tier on a KASAN + lockdep + kmemleak 6.1 kernel"
+	@echo "                  (built once, about an hour; not part of make check)"
 	@echo "make module       sdp.ko for KVER;  make modules: for every kernel"
 	@echo "make fuzz         long fuzz run (FUZZ_SECONDS)"
 	@echo "make format | format-check | tidy | sparse"
@@ -108,6 +111,31 @@ pair-check: userspace modules
 
 check: unit vm-check pair-check
 	@echo "check: all tiers passed"
+
+# --- the debug kernel: KASAN, lockdep, kmemleak, debug objects ---------------
+# scripts/debug-kernel.sh builds it once from Debian's linux-source-6.1
+# (cached under /var/cache/sdp-debug-kernel) and installs it as
+# 6.1.N-sdpdebug; scripts/kver.sh leaves it out of `make check`.  The whole
+# VM tier runs on it, then a kmemleak scan (tests/vm/tier-debug.sh); any
+# KASAN, lockdep, debug-objects or kmemleak report fails the run.  TCG with
+# KASAN and lockdep is several times slower than the Debian kernels: more
+# memory (KASAN's shadow, its quarantine), a longer hung-task threshold.
+# kasan_multi_shot: every KASAN report, not only the first.
+DEBUG_TIMEOUT ?= 7200
+DEBUG_VM_APPEND ?= sysctl.kernel.hung_task_timeout_secs=120 kasan_multi_shot
+
+debug-kernel:
+	scripts/debug-kernel.sh
+
+check-debug: userspace debug-kernel
+	@set -e; kver=$$(scripts/debug-kernel.sh --release); \
+	scripts/build-module.sh "$$kver" C=1 CHECK="sparse -Wsparse-error"; \
+	scripts/build-test-module.sh "$$kver" C=1 CHECK="sparse -Wsparse-error"; \
+	start=$$(date +%s); \
+	SDP_VM_APPEND="$(DEBUG_VM_APPEND)" scripts/vm/run.sh -k "$$kver" -m 2048 \
+		-o $(BUILD)/vm/results/$$kver -t $(DEBUG_TIMEOUT) \
+		tests/vm/tier-debug.sh $(BUILD); \
+	echo "check-debug: passed on $$kver in $$(( $$(date +%s) - start ))s"
 
 fuzz: userspace
 	scripts/fuzz-smoke.sh $(HOST_BUILD)/fuzz_wire_decode \
