@@ -13,9 +13,11 @@
  * The locks, outermost first:
  *
  *   cm_ev_mutex        per socket: sdp_cm_work() holds it while it handles
- *                      the queued events; purging a destroyed id's events
- *                      takes it, so an id's events are handled or purged,
- *                      never both.
+ *                      the queued events, sdp_destroy_resources() while it
+ *                      tears the id down and purges its events: an id's
+ *                      events are handled or purged, never both, and
+ *                      sdp_cm_work() may use the id with the socket lock
+ *                      dropped (rdma_connect()).
  *   handler_mutex      the RDMA CM's, per CM id, held around sdp_cm_handler()
  *                      and taken by rdma_connect() and rdma_destroy_id().
  *                      Only CONNECT_REQUEST takes socket locks under it: the
@@ -523,7 +525,7 @@ extern struct proto sdp_proto;
 /* sdp_cm.c */
 int sdp_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev);
 void sdp_cm_work(struct work_struct *work);
-void sdp_cm_forget(struct sock *sk, struct rdma_cm_id *id);
+void sdp_cm_purge(struct sock *sk, struct rdma_cm_id *id);
 struct rdma_cm_id *sdp_cm_create_id(struct sock *sk);
 void sdp_abort_children(struct sock *listener);
 void sdp_abort(struct sock *sk);

@@ -209,7 +209,15 @@ static u16 sdp_local_port(struct rdma_cm_id *id)
 	return ntohs(((struct sockaddr_in *)src)->sin_port);
 }
 
-/* Active side: route known, create the QP and send the Hello in the REQ. */
+/*
+ * Active side: route known, create the QP and send the Hello in the REQ.
+ * Socket lock held; dropped around rdma_connect(), which takes the id's
+ * handler_mutex: the CM calls sdp_cm_handler() with that mutex held, and
+ * for a CONNECT_REQUEST the handler takes socket locks (a listener's and a
+ * new child's), so no socket lock may be held while waiting for it.  The
+ * id stays ours meanwhile: sdp_cm_work() holds cm_ev_mutex, without which
+ * teardown does not destroy the id (sdp_destroy_resources()).
+ */
 static int sdp_cm_route_resolved(struct sock *sk, struct rdma_cm_id *id)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
@@ -236,7 +244,10 @@ static int sdp_cm_route_resolved(struct sock *sk, struct rdma_cm_id *id)
 	param.retry_count = SDP_CM_RETRY;
 	param.rnr_retry_count = SDP_RNR_RETRY;
 	sdp_set_ack_timeout(id);
-	return rdma_connect(id, &param);
+	release_sock(sk);
+	err = rdma_connect(id, &param);
+	lock_sock(sk);
+	return err;
 }
 
 static void sdp_connected(struct sock *sk)
@@ -486,8 +497,6 @@ undo_pending:
 	return -ENOMEM;
 }
 
-static void sdp_cm_purge(struct sock *sk, struct rdma_cm_id *id);
-
 /* One event, under the socket lock (sdp_cm_work()). */
 static void sdp_cm_process(struct sock *sk, const struct sdp_cm_ev *e)
 {
@@ -608,7 +617,7 @@ void sdp_cm_work(struct work_struct *work)
 /*
  * Forget the events of an id that rdma_destroy_id() destroyed (no more
  * come after it): a new id at the same address must not get them.
- * cm_ev_mutex held (sdp_cm_work()) or taken here.
+ * cm_ev_mutex held (sdp_cm_work(), sdp_destroy_resources()).
  */
 static void __sdp_cm_purge(struct sdp_sock *ssk, struct rdma_cm_id *id)
 {
@@ -626,18 +635,9 @@ static void __sdp_cm_purge(struct sdp_sock *ssk, struct rdma_cm_id *id)
 	spin_unlock_bh(&ssk->cm_ev_lock);
 }
 
-static void sdp_cm_purge(struct sock *sk, struct rdma_cm_id *id)
+void sdp_cm_purge(struct sock *sk, struct rdma_cm_id *id)
 {
 	__sdp_cm_purge(sdp_sk(sk), id);
-}
-
-void sdp_cm_forget(struct sock *sk, struct rdma_cm_id *id)
-{
-	struct sdp_sock *ssk = sdp_sk(sk);
-
-	mutex_lock(&ssk->cm_ev_mutex);
-	__sdp_cm_purge(ssk, id);
-	mutex_unlock(&ssk->cm_ev_mutex);
 }
 
 int sdp_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)

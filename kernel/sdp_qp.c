@@ -374,7 +374,9 @@ void sdp_free_rdma(struct sock *sk, struct rdma_cm_id *id, struct sdp_res *res)
 /*
  * Final teardown of a socket's RDMA side, from close() or the work queue:
  * detach the CM id, free the resources, destroy the id (which waits for a
- * running event handler, so no socket lock may be held here).
+ * running event handler, so no socket lock may be held here).  All of it
+ * under cm_ev_mutex: sdp_cm_work() may be using the id with the socket
+ * lock dropped (rdma_connect()), and the id's queued events go with it.
  */
 void sdp_destroy_resources(struct sock *sk)
 {
@@ -393,6 +395,7 @@ void sdp_destroy_resources(struct sock *sk)
 	if (cancel_delayed_work(&ssk->tx_watch_work))
 		sock_put(sk);
 
+	mutex_lock(&ssk->cm_ev_mutex);
 	mutex_lock(&ssk->res_lock);
 	lock_sock(sk);
 	id = ssk->cm_id;
@@ -404,9 +407,11 @@ void sdp_destroy_resources(struct sock *sk)
 	mutex_unlock(&ssk->res_lock);
 	if (id) {
 		rdma_destroy_id(id);
-		sdp_cm_forget(sk, id);
-		sock_put(sk); /* the id's reference */
+		sdp_cm_purge(sk, id);
 	}
+	mutex_unlock(&ssk->cm_ev_mutex);
+	if (id)
+		sock_put(sk); /* the id's reference */
 	ssk->bound = false;
 }
 
