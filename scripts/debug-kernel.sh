@@ -5,14 +5,17 @@
 # 6.1 source (linux-source-6.1) configured from x86_64_defconfig +
 # kvm_guest.config + scripts/debug-kernel.config (KASAN, lockdep,
 # kmemleak, debug objects; everything else the VM tier needs, little more).
+# scripts/debug-kernel-patches/*.patch are applied first: fixes for bugs
+# of the test bed itself (Soft-RoCE) that the checkers report, each
+# explained in its header.
 #
 #   debug-kernel.sh            build if needed, install, print the release
 #   debug-kernel.sh --release  print the release it would install, no build
 #
 # The build tree is cached outside the repository, in
 # $SDP_DEBUG_KERNEL_CACHE (default /var/cache/sdp-debug-kernel)/HASH, HASH
-# covering the config fragment, the source package version and the recipe
-# number below: a complete cache entry is reused, never rebuilt.  Installing puts the
+# covering the config fragment, the patches, the source package version and
+# the recipe number below: a complete cache entry is reused, never rebuilt.  Installing puts the
 # image and System.map in /boot and the modules in /lib/modules/RELEASE,
 # whose build link points at the cached tree, so scripts/build-module.sh,
 # scripts/build-test-module.sh and scripts/vm/run.sh work with
@@ -20,10 +23,13 @@
 # release ends in -sdpdebug), so `make check` never tests it.
 #
 # The build runs `nice -n 10 make -j$SDP_DEBUG_KERNEL_JOBS` (default: the
-# number of CPUs); on 2 cores it takes about an hour (Documentation/testing.md).
+# number of CPUs); on 2 cores it takes about 20 minutes
+# (Documentation/testing.md).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 fragment=$top/scripts/debug-kernel.config
+patches=("$top"/scripts/debug-kernel-patches/*.patch)
+[ -e "${patches[0]}" ] || patches=()
 cache_root=${SDP_DEBUG_KERNEL_CACHE:-/var/cache/sdp-debug-kernel}
 jobs=${SDP_DEBUG_KERNEL_JOBS:-$(nproc)}
 pkg=linux-source-6.1
@@ -50,7 +56,7 @@ srcver=$(dpkg-query -W -f='${Version}' "$pkg")
 
 # Bump when the build or install steps below change what is built.
 recipe=1
-hash=$( { echo "$pkg $srcver recipe $recipe"; cat "$fragment"; } | sha256sum | cut -c1-16)
+hash=$( { echo "$pkg $srcver recipe $recipe"; cat "$fragment" "${patches[@]}"; } | sha256sum | cut -c1-16)
 cache=$cache_root/$hash
 tree=$cache/$pkg
 localversion=$(sed -n 's/^CONFIG_LOCALVERSION="\(.*\)"$/\1/p' "$fragment")
@@ -105,6 +111,10 @@ build() {
 	as_root mkdir -p "$cache"
 	as_root chown "$(id -u):$(id -g)" "$cache"
 	tar -C "$cache" -xJf "$tarball"
+	for p in "${patches[@]}"; do
+		echo "debug-kernel: applying $(basename "$p")"
+		patch -d "$tree" -p1 --forward --quiet < "$p"
+	done
 	cp "$fragment" "$cache/debug-kernel.config"
 	(
 		cd "$tree"

@@ -39,7 +39,7 @@ pkgs_vm=(
 pkgs_user=(liburing-dev iperf3 gnuplot-nox)
 # Optional (--debug): building the KASAN/lockdep/kmemleak kernel from
 # Debian's source (scripts/debug-kernel.sh).
-pkgs_debug=(linux-source-6.1 flex bison bc libelf-dev libssl-dev)
+pkgs_debug=(linux-source-6.1 flex bison bc libelf-dev libssl-dev patch)
 
 check=0
 debug=0
