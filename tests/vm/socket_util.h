@@ -135,10 +135,22 @@ inline unsigned long long counter_delta(const std::map<std::string, unsigned lon
     return n->second - (b == before.end() ? 0 : b->second);
 }
 
-// Poll until pred() holds or the deadline passes.
+// SDP_VM_WAIT_SCALE (an integer, default 1) multiplies the bounded waits of
+// eventually(): they detect what never happens (a socket never freed, a
+// reset never seen), they do not measure speed, and the debug kernel of
+// `make check-debug` (KASAN and lockdep under TCG) is several times slower.
+inline int wait_scale()
+{
+    const char* v = getenv("SDP_VM_WAIT_SCALE");
+    const int n = v != nullptr ? atoi(v) : 1;
+    return n >= 1 ? n : 1;
+}
+
+// Poll until pred() holds or the deadline passes (seconds * wait_scale()).
 template <typename Pred> bool eventually(Pred pred, int seconds = 20)
 {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    const auto end =
+        std::chrono::steady_clock::now() + std::chrono::seconds(seconds) * wait_scale();
     while (std::chrono::steady_clock::now() < end) {
         if (pred())
             return true;
