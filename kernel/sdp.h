@@ -62,14 +62,14 @@
  *
  * The socket lock is dropped (sk_wait_event(), wait_woken(), the busy poll
  * of recvmsg, sdp_zc_release() waiting for teardown, a child taking its
- * listener's lock) and everything it guards may change meanwhile: the
- * completion and CM work run (ring counters, credits, the core's state,
- * sk_state, sk_err, stream positions, urgent state), teardown may claim the
- * RDMA resources (res_ready false; cm_id, qp, cq, pd, rings and MRs gone or
- * replaced: nothing read from them before the wait is valid after it), and
- * other threads' socket calls run.  tx_busy and rx_busy keep a zero-copy
- * transfer's side of the stream (and its struct sdp_zc_map) to its own
- * thread across those waits.
+ * listener's lock, rdma_connect()) and everything it guards may change
+ * meanwhile: the completion and CM work run (ring counters, credits, the
+ * core's state, sk_state, sk_err, stream positions, urgent state),
+ * teardown may claim the RDMA resources (res_ready false; cm_id, qp, cq,
+ * pd, rings and MRs gone or replaced: nothing read from them before the
+ * wait is valid after it), and other threads' socket calls run.  tx_busy
+ * and rx_busy keep a zero-copy transfer's side of the stream (and its
+ * struct sdp_zc_map) to its own thread across those waits.
  *
  * RDMA resources are created under the socket lock and destroyed by
  * sdp_destroy_resources() or sdp_cm_detach_res(), which run without it.
