@@ -9,8 +9,10 @@
 # of the test bed itself (Soft-RoCE) that the checkers report, each
 # explained in its header.
 #
-#   debug-kernel.sh            build if needed, install, print the release
-#   debug-kernel.sh --release  print the release it would install, no build
+#   debug-kernel.sh              build if needed, install, print the release
+#   debug-kernel.sh --release    print the release it would install, no build
+#   debug-kernel.sh --uninstall  remove it from /boot and /lib/modules (the
+#                                cache stays: installing again takes seconds)
 #
 # The build tree is cached outside the repository, in
 # $SDP_DEBUG_KERNEL_CACHE (default /var/cache/sdp-debug-kernel)/HASH, HASH
@@ -20,7 +22,8 @@
 # whose build link points at the cached tree, so scripts/build-module.sh,
 # scripts/build-test-module.sh and scripts/vm/run.sh work with
 # KVER=RELEASE as for a Debian kernel.  scripts/kver.sh leaves it out (its
-# release ends in -sdpdebug), so `make check` never tests it.
+# release ends in -sdpdebug), so `make check` never tests it; a checkout
+# whose kver.sh predates that would, while it is installed (--uninstall).
 #
 # The build runs `nice -n 10 make -j$SDP_DEBUG_KERNEL_JOBS` (default: the
 # number of CPUs); on 2 cores it takes about 20 minutes
@@ -46,6 +49,18 @@ as_root() {
 	fi
 }
 
+localversion=$(sed -n 's/^CONFIG_LOCALVERSION="\(.*\)"$/\1/p' "$fragment")
+
+if [ "${1:-}" = --uninstall ]; then
+	for rel in $(cat "$cache_root"/*/complete 2>/dev/null | sort -u); do
+		case $rel in *"$localversion") ;; *) continue ;; esac
+		echo "debug-kernel: uninstalling $rel"
+		as_root rm -rf "/lib/modules/$rel"
+		as_root rm -f "/boot/vmlinuz-$rel" "/boot/System.map-$rel" "/boot/config-$rel"
+	done
+	exit 0
+fi
+
 # The source: Debian's package, installed on demand (an optional dependency,
 # see scripts/install-deps.sh --debug).
 if ! dpkg-query -W -f='${Status}\n' "$pkg" 2>/dev/null | grep -q '^install ok installed$' ||
@@ -59,7 +74,6 @@ recipe=1
 hash=$( { echo "$pkg $srcver recipe $recipe"; cat "$fragment" "${patches[@]}"; } | sha256sum | cut -c1-16)
 cache=$cache_root/$hash
 tree=$cache/$pkg
-localversion=$(sed -n 's/^CONFIG_LOCALVERSION="\(.*\)"$/\1/p' "$fragment")
 
 release_of() { make -s -C "$1" kernelrelease; }
 
