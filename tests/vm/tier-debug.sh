@@ -42,7 +42,7 @@ kmemleak_count() {
 	grep -c '^unreferenced object' "$1"
 }
 
-echo "tier-debug: $(uname -r); $(grep -o 'kmemleak=[a-z]*\|hung_task_timeout_secs=[0-9]*\|kasan[._a-z]*' /proc/cmdline | tr '\n' ' ')"
+echo "tier-debug: $(uname -r); $(grep -o 'kmemleak=[a-z]*\|hung_task_timeout_secs=[0-9]*\|kasan[._a-z]*\|no5lvl' /proc/cmdline | tr '\n' ' ')"
 for opt in KASAN PROVE_LOCKING DEBUG_KMEMLEAK DEBUG_OBJECTS DEBUG_ATOMIC_SLEEP; do
 	if ! grep -qx "CONFIG_$opt=y" "/boot/config-$(uname -r)"; then
 		fail "the kernel lacks CONFIG_$opt"
