@@ -509,8 +509,11 @@ static void sdp_cm_process(struct sock *sk, const struct sdp_cm_ev *e)
 	int err = 0;
 
 	lock_sock(sk);
-	if (ssk->cm_id != id) {
-		/* Detached: the socket is tearing this id down. */
+	/*
+	 * Detached (the socket is tearing this id down), or purged (NULL: the
+	 * id was destroyed; a socket without an id has a NULL cm_id too).
+	 */
+	if (!id || ssk->cm_id != id) {
 		release_sock(sk);
 		return;
 	}
@@ -630,7 +633,7 @@ static void __sdp_cm_purge(struct sdp_sock *ssk, struct rdma_cm_id *id)
 		struct sdp_cm_ev *e = &ssk->cm_ev[n % SDP_CM_EVENTS];
 
 		if (e->id == id)
-			e->id = NULL; /* matches no socket's id */
+			e->id = NULL; /* sdp_cm_process() skips it */
 	}
 	spin_unlock_bh(&ssk->cm_ev_lock);
 }
