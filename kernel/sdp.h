@@ -323,7 +323,12 @@ struct sdp_sock {
 	bool zc_credit_wait; /* a zero-copy send waits for credits */
 	bool ka_probe_out;   /* a keepalive probe is on the send queue */
 	bool reg_idle_sq;    /* REG_MR only on an idle send queue (rxe) */
-	bool sq_idle_wait;   /* a zero-copy call waits for that */
+	/*
+	 * Zero-copy calls waiting for an idle send queue (reg_idle_sq): no
+	 * new Data is queued meanwhile, else a stream of other threads'
+	 * sends keeps the queue busy until the wait gives up.
+	 */
+	unsigned int sq_idle_waiters;
 	bool drain_posted;   /* the receive drain marker is posted */
 	bool rq_drained;     /* ... and flushed: the responder stopped */
 	bool conn_counted;   /* counted in sdp_conns (net.sdp.max_conns) */

@@ -419,13 +419,14 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			}
 			goto do_error;
 		}
-		b = ssk->tx_busy ? NULL : sdp_tx_segment(ssk);
+		b = ssk->tx_busy || ssk->sq_idle_waiters ? NULL : sdp_tx_segment(ssk);
 		if (!b) {
 			DEFINE_WAIT_FUNC(wait, woken_wake_function);
 
 			/* Ring full: get queued segments moving, then wait
 			 * for a send completion to free a buffer.  Or a zero-
-			 * copy send of another thread owns the stream now.
+			 * copy send of another thread owns the stream now, or
+			 * a zero-copy call waits for an idle send queue.
 			 */
 			sdp_push(sk, 0);
 			set_bit(SOCK_NOSPACE, &sk->sk_socket->flags);
@@ -439,7 +440,8 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			}
 			add_wait_queue(sk_sleep(sk), &wait);
 			sk_wait_event(sk, &timeo,
-				      (sdp_tx_room(ssk) && !READ_ONCE(ssk->tx_busy)) ||
+				      (sdp_tx_room(ssk) && !READ_ONCE(ssk->tx_busy) &&
+				       !READ_ONCE(ssk->sq_idle_waiters)) ||
 				      READ_ONCE(sk->sk_err) ||
 				      (READ_ONCE(sk->sk_shutdown) & SEND_SHUTDOWN) ||
 				      READ_ONCE(ssk->qp_error), &wait);

@@ -88,7 +88,7 @@ void sdp_zc_sq_progress(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 
-	if (ssk->sq_idle_wait && sdp_sq_idle(ssk))
+	if (ssk->sq_idle_waiters && sdp_sq_idle(ssk))
 		sdp_zc_wake(sk);
 }
 
@@ -657,7 +657,10 @@ static void sdp_zc_give_up(struct sock *sk, const char *what)
  * QP goes to the error state: any packet loss during zero copy reset the
  * connection.  On such a device a REG_MR is posted only once every earlier
  * send work request has completed, where no retransmission can rewind past
- * it.  Returns -EPIPE if the connection failed meanwhile.
+ * it.  While a call waits for that, sdp_sendmsg() queues no new Data (other
+ * threads' sends would keep the queue busy for as long as they write, and
+ * the wait would end the connection); the waits of several calls overlap.
+ * Returns -EPIPE if the connection failed meanwhile.
  */
 static int sdp_zc_wait_sq_idle(struct sock *sk)
 {
@@ -666,10 +669,12 @@ static int sdp_zc_wait_sq_idle(struct sock *sk)
 
 	if (!ssk->reg_idle_sq || sdp_sq_idle(ssk))
 		return 0;
-	ssk->sq_idle_wait = true;
+	ssk->sq_idle_waiters++;
 	idle = sdp_zc_wait_ms(sk, sdp_sq_idle(ssk), sdp_zc_dead(sk),
 			      sdp_zc_own_wr_ms());
-	ssk->sq_idle_wait = false;
+	/* The last one lets the senders that held back go on. */
+	if (!--ssk->sq_idle_waiters)
+		sdp_zc_wake(sk);
 	if (sdp_zc_dead(sk))
 		return -EPIPE;
 	if (!idle) {
