@@ -347,6 +347,7 @@ struct sdp_sock {
 	u32 rsa_avail;	    /* bytes of the peer's SrcAvail not read yet */
 	u64 rsa_mark;	    /* its read position when the grace timer was set */
 	u8 sink_skip;	    /* receives to go without a SinkAvail */
+	u8 rsa_small_reads; /* reads below the threshold from this offer */
 	u8 sink_misses;	    /* SinkAvails in a row that got no RDMA Write */
 	struct sdp_sock_stats stats;
 
@@ -498,6 +499,7 @@ enum sdp_counter {
 	SDP_CNT_ZC_FALLBACK_REG,
 	SDP_CNT_ZC_FALLBACK_PEEK,
 	SDP_CNT_ZC_FALLBACK_NO_READER,
+	SDP_CNT_ZC_FALLBACK_SMALL_READS,
 	SDP_CNT_ZC_REG_FAILURES,
 	SDP_CNT_ZC_TIMEOUTS,
 	SDP_CNT_MAX

@@ -139,6 +139,7 @@ static const char *const sdp_counter_names[SDP_CNT_MAX] = {
 	[SDP_CNT_ZC_FALLBACK_REG] = "zcopy_fallback_reg",
 	[SDP_CNT_ZC_FALLBACK_PEEK] = "zcopy_fallback_peek",
 	[SDP_CNT_ZC_FALLBACK_NO_READER] = "zcopy_fallback_no_reader",
+	[SDP_CNT_ZC_FALLBACK_SMALL_READS] = "zcopy_fallback_small_reads",
 	[SDP_CNT_ZC_REG_FAILURES] = "zcopy_reg_failures",
 	[SDP_CNT_ZC_TIMEOUTS] = "zcopy_timeouts",
 };

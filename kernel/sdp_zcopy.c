@@ -1129,9 +1129,19 @@ static void sdp_zc_sync_rsa(struct sdp_sock *ssk)
  * The next unread bytes are the peer's SrcAvail: RDMA-read up to len -
  * *copied of them straight into the application's buffer.  MSG_PEEK gives
  * the offer up instead (SendSM: the source sends the bytes by bcopy), as
- * does a buffer that cannot be registered.  Returns the bytes read (0 if
- * none) or a negative errno if the connection failed.
+ * does a buffer that cannot be registered, and a reader of small pieces
+ * (SDP_ZC_SMALL_READS).  Returns the bytes read (0 if none) or a negative
+ * errno if the connection failed.
  */
+/*
+ * Receives smaller than the zero-copy threshold that one offer serves by
+ * RDMA Read; the next gives it up.  Each read costs a registration, a round
+ * trip and an RdmaRdCompl: a header read before its body is worth that, a
+ * stream read in small pieces is not (1 to 100-byte reads of a 1 MiB offer
+ * took two minutes across a link, where bcopy takes under a second).
+ */
+#define SDP_ZC_SMALL_READS 4
+
 int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 		      int flags, size_t *copied)
 {
@@ -1143,6 +1153,8 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 	struct ib_reg_wr reg;
 	struct ib_sge sge;
 	struct ib_mr *mr;
+	int thresh = sdp_zc_thresh(ssk);
+	bool small = thresh > 0 && len - *copied < (size_t)thresh;
 	size_t want;
 	bool ok;
 
@@ -1153,6 +1165,11 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 	sdp_zc_query(ssk, &st);
 	if (!st.rsa_left || st.rsa_reading || ssk->rx_busy)
 		return 0;
+	if (small && !(flags & MSG_PEEK) &&
+	    ssk->rsa_small_reads >= SDP_ZC_SMALL_READS) {
+		SDP_INC(SDP_CNT_ZC_FALLBACK_SMALL_READS);
+		goto abandon;
+	}
 	/* A registration must wait for an idle send queue (rxe): a blocking
 	 * reader waited in sdp_zc_recv_sq_wait(); a non-blocking one never
 	 * sleeps, so the bytes come by bcopy.
@@ -1216,6 +1233,8 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 	iov_iter_advance(&msg->msg_iter, want);
 	*copied += want;
 	sdp_zc_rx_account(sk, want);
+	if (small)
+		ssk->rsa_small_reads++;
 	return want;
 
 abandon:
@@ -1447,6 +1466,7 @@ void sdp_zc_rx_event(struct sock *sk, const struct sdp_core_rx *msg)
 
 	switch (msg->mid) {
 	case SDP_MID_SRC_AVAIL:
+		ssk->rsa_small_reads = 0;
 		sdp_zc_sync_rsa(ssk);
 		if (ssk->rsa_avail) {
 			sdp_zc_grace_arm(sk);

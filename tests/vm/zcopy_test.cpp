@@ -289,6 +289,31 @@ TEST_F(ZeroCopy, SmallRecvsReadPartOfAnOffer)
     EXPECT_GT(delta("zcopy_rdma_reads"), 1u);
 }
 
+TEST_F(ZeroCopy, TinyRecvsGiveTheOfferUp)
+{
+    set_sysctl("zcopy_sink_wait_ms", "5000");
+    constexpr size_t kTotal = kMiB;
+    std::thread sender([&] { send_stream(p_.client.get(), kTotal, kTotal); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    // 100-byte reads: a few by RDMA Read, then SendSM and the rest by
+    // bcopy (not 10 000 RDMA Reads of 100 bytes each).
+    std::vector<unsigned char> buf(100);
+    size_t off = 0;
+    while (off < kTotal) {
+        const ssize_t r = recv(p_.server.get(), buf.data(), buf.size(), 0);
+        ASSERT_GT(r, 0) << strerror(errno);
+        for (ssize_t i = 0; i < r; i++)
+            ASSERT_EQ(buf[static_cast<size_t>(i)], pattern(off + static_cast<size_t>(i)))
+                << off + static_cast<size_t>(i);
+        off += static_cast<size_t>(r);
+    }
+    sender.join();
+    EXPECT_EQ(off, kTotal);
+    EXPECT_GE(delta("zcopy_fallback_small_reads"), 1u);
+    EXPECT_GE(delta("tx_send_sm"), 1u);
+    EXPECT_LE(delta("zcopy_rdma_reads"), 16u);
+}
+
 TEST_F(ZeroCopy, PeekOverAnOfferFallsBackToBcopy)
 {
     set_sysctl("zcopy_sink_wait_ms", "5000");
