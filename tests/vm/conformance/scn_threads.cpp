@@ -104,6 +104,7 @@ SCENARIO("mt.writers_unlocked_histogram")
     std::array<uint64_t, 256> expected{};
     std::mutex exp_mu;
     std::atomic<int> failures{0};
+    std::atomic<int> first_error{0};
     std::array<uint64_t, 256> seen{};
     uint64_t got = 0;
     {
@@ -132,8 +133,11 @@ SCENARIO("mt.writers_unlocked_histogram")
                         buf[i] = static_cast<uint8_t>(t * 64 + static_cast<int>(rng.next() % 64));
                         mine[buf[i]]++;
                     }
-                    if (!send_all(c, buf.data(), n))
+                    if (!send_all(c, buf.data(), n)) {
+                        int none = 0;
+                        first_error.compare_exchange_strong(none, errno);
                         failures++;
+                    }
                     left -= n;
                 }
                 const std::lock_guard<std::mutex> lock(exp_mu);
@@ -148,6 +152,7 @@ SCENARIO("mt.writers_unlocked_histogram")
     l.val("bytes", static_cast<long long>(got));
     l.flag("histogram matches", seen == expected);
     l.val("send failures", failures.load());
+    l.txt("first send error", first_error.load() ? errname(first_error.load()) : "none");
 }
 
 // One thread sends while another receives on the same socket, on both
