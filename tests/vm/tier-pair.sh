@@ -6,12 +6,13 @@
 #
 #   tier-pair.sh BUILD_DIR [PHASE...]
 #
-# Phases (default: all, in this order): wire, integrity, netem, faults.
+# Phases (default: all, in this order): wire, conformance, integrity, netem,
+# faults.
 # faults ends with guest b killed, so it must come last.
 set -euo pipefail
 build=$1
 shift
-phases=${*:-wire integrity netem faults}
+phases=${*:-wire conformance integrity netem faults}
 kver=$(uname -r)
 io=$build/host/sdp_pair_io
 # shellcheck source=scripts/vm/pair-lib.sh
