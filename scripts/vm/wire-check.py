@@ -77,7 +77,8 @@ Q2  A 16-byte Data (a credit update without payload) is Malformed.
       e6bab7ba
     The BSDH is sane and len 16 is the SEND's length.  The dissector adds
     the Data payload item with length -1 ("to the end") at offset 16,
-    which throws when no byte is left: every payload-less Data is marked.
+    which throws when no byte is left: every payload-less Data is marked,
+    and so is a retransmission of one (triaged as its original).
 Q3  Packets without a BSDH are decoded as if they began with one.
     Frame 25, RC Send Middle, shows "(SDP ChRcvBuf)": its payload starts
       0b 04 aa 37 ab 9d 64 5a ...
@@ -715,6 +716,7 @@ class Dir:
         self.events = []  # Msg and RdmaOp in PSN order
         self.msgs = []
         self.repeats = 0
+        self.repeat_of = {}  # frame of a repeated request -> the original's
         self.packets = 0
         self.naks = Counter()
         self.incomplete = 0
@@ -757,6 +759,7 @@ def order_requests(d, anchor):
         orig = first.get(p.upsn)
         if orig is not None:
             d.repeats += 1
+            d.repeat_of[p.num] = orig.num
             if orig.opcode != p.opcode or orig.payload != p.payload:
                 V.add("transport", p.num, "%s %s PSN 0x%06x repeats frame %d "
                       "with different content" % (d.name, p.name, p.psn,
@@ -1578,6 +1581,13 @@ def main():
                     info[num] = (sdp[num], m, i == 0)
                 if m.first in bad_frames:
                     flagged.update((n, True) for n in m.frames)
+    # A retransmission carries its original's bytes (order_requests()
+    # checks it), so tshark's view of it is triaged as the original's.
+    for c in conns:
+        for d in c.dirs.values():
+            for num, orig in d.repeat_of.items():
+                if orig in info and num in sdp:
+                    info[num] = (sdp[num],) + info[orig][1:]
     for num, p in sdp.items():
         info.setdefault(num, (p, None, False))
         cross_check(p, info[num][1] if info[num][2] else None)
