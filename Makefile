@@ -82,32 +82,16 @@ unit: userspace
 # One boot per kernel runs the whole VM tier; every kernel is tried even when
 # one fails, and the target fails if any did.
 vm-check: userspace modules
-	@kvers="$(vm_kvers)"; \
-	if [ -z "$$(echo $$kvers)" ]; then \
-		echo "vm-check: FAILED: no kernel to test (VM_KVERS, KVER and scripts/kver.sh --all are empty; make deps)"; \
-		exit 1; \
-	fi; \
-	failed=""; for k in $$kvers; do \
-		scripts/vm/run.sh -k "$$k" -o $(BUILD)/vm/results/$$k -t 900 \
-			tests/vm/tier-socket.sh $(BUILD) || failed="$$failed $$k"; \
-	done; \
-	if [ -n "$$failed" ]; then echo "vm-check: FAILED on:$$failed"; exit 1; fi; \
-	echo "vm-check: passed on: $$(echo $$kvers)"
+	@scripts/vm/each-kernel.sh vm-check "$(vm_kvers)" $(BUILD)/vm/logs \
+		scripts/vm/run.sh -k @K -o $(BUILD)/vm/results/@K -t 900 \
+		tests/vm/tier-socket.sh $(BUILD)
 
 # Two guests joined by a qemu link (scripts/vm/run-pair.sh): one boot pair
 # per kernel runs tests/vm/tier-pair.sh; -w decodes the capture (tshark).
 pair-check: userspace modules
-	@kvers="$(vm_kvers)"; \
-	if [ -z "$$(echo $$kvers)" ]; then \
-		echo "pair-check: FAILED: no kernel to test (make deps)"; \
-		exit 1; \
-	fi; \
-	failed=""; for k in $$kvers; do \
-		scripts/vm/run-pair.sh -w -k "$$k" -o $(BUILD)/vm/pair/$$k -t 1500 \
-			tests/vm/tier-pair.sh $(BUILD) || failed="$$failed $$k"; \
-	done; \
-	if [ -n "$$failed" ]; then echo "pair-check: FAILED on:$$failed"; exit 1; fi; \
-	echo "pair-check: passed on: $$(echo $$kvers)"
+	@scripts/vm/each-kernel.sh pair-check "$(vm_kvers)" $(BUILD)/vm/logs \
+		scripts/vm/run-pair.sh -w -k @K -o $(BUILD)/vm/pair/@K -t 1500 \
+		tests/vm/tier-pair.sh $(BUILD)
 
 check: unit vm-check pair-check
 	@echo "check: all tiers passed"
