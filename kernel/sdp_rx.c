@@ -509,10 +509,15 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 				 * may have been reported already (SO_ERROR,
 				 * another call), then this read ends as
 				 * TCP's does after a reset: with what it has.
+				 * Bytes already copied go first and the error
+				 * stays for the next call: taking it now would
+				 * turn the reset into an EOF.
 				 */
-				err = sock_error(sk);
-				if (!err && r != -EPIPE)
-					err = r;
+				if (!copied) {
+					err = sock_error(sk);
+					if (!err && r != -EPIPE)
+						err = r;
+				}
 				break;
 			}
 			/* Given up for bcopy (MSG_PEEK, no registration):
@@ -574,9 +579,11 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 				sdp_rx_waiting(ssk, -1);
 				if (r > 0)
 					continue;
-				err = sock_error(sk);
-				if (!err && r != -EPIPE)
-					err = r;
+				if (!copied) { /* as for an offer above */
+					err = sock_error(sk);
+					if (!err && r != -EPIPE)
+						err = r;
+				}
 				break;
 			}
 		}
