@@ -621,4 +621,13 @@ void sdp_proc_exit(void);
 int sdp_sysctl_init(void);
 void sdp_sysctl_exit(void);
 
+/* sdp_fault.c: injected post failures, for tests. */
+enum sdp_fault_kind {
+	SDP_FAULT_SEND = 1,
+	SDP_FAULT_RECV = 2,
+	SDP_FAULT_RDMA = 4,
+};
+
+int sdp_fault_post(enum sdp_fault_kind kind);
+
 #endif /* SDP_KERNEL_SDP_H */

@@ -83,7 +83,8 @@ int sdp_post_recvs(struct sock *sk)
 					      DMA_FROM_DEVICE);
 		b->off = 0;
 		b->end = 0;
-		err = ib_post_recv(ssk->qp, &wr, NULL);
+		err = sdp_fault_post(SDP_FAULT_RECV) ?:
+		      ib_post_recv(ssk->qp, &wr, NULL);
 		if (err) {
 			pr_warn_ratelimited("ib_post_recv failed: %d\n", err);
 			return err;
@@ -373,7 +374,11 @@ static void sdp_rx_refill(struct sock *sk)
 
 	if (!ssk->res_ready || ssk->qp_error)
 		return;
-	sdp_post_recvs(sk);
+	/* A failed post: the QP is broken, as in sdp_process_completions(). */
+	if (sdp_post_recvs(sk)) {
+		sdp_qp_failed(sk);
+		return;
+	}
 	sdp_push(sk, 0);
 }
 

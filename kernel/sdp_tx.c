@@ -133,7 +133,8 @@ static int sdp_post_send(struct sdp_sock *ssk, struct sdp_ring *r,
 			last = last->next;
 		last->next = &wr;
 	}
-	err = ib_post_send(ssk->qp, before ?: &wr, NULL);
+	err = sdp_fault_post(SDP_FAULT_SEND) ?:
+	      ib_post_send(ssk->qp, before ?: &wr, NULL);
 	if (err)
 		pr_warn_ratelimited("ib_post_send failed: %d\n", err);
 	else
@@ -162,9 +163,7 @@ int sdp_post_ctl(struct sock *sk, struct ib_send_wr *before, u8 mid, u32 len)
 	b->mid = mid;
 	b->end = len;
 	if (sdp_post_send(ssk, ctl, SDP_WR_CTL, ctl->post, len, before)) {
-		ssk->qp_error = true;
-		sdp_set_error(sk, ECONNRESET);
-		sdp_disconnect(ssk);
+		sdp_qp_failed(sk);
 		return -EIO;
 	}
 	ctl->post++;
@@ -552,7 +551,8 @@ static int sdp_keepalive_probe(struct sock *sk)
 
 	if (ssk->ka_probe_out)
 		return -EBUSY;
-	err = ib_post_send(ssk->qp, &wr.wr, NULL);
+	err = sdp_fault_post(SDP_FAULT_RDMA) ?:
+	      ib_post_send(ssk->qp, &wr.wr, NULL);
 	if (err) {
 		sdp_qp_failed(sk);
 		return err;

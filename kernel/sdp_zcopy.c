@@ -531,16 +531,15 @@ static int sdp_zc_post_any(struct sock *sk, struct ib_send_wr *first)
 
 	if (!ssk->res_ready || ssk->qp_error)
 		return -EPIPE;
-	err = ib_post_send(ssk->qp, first, NULL);
-	if (!err)
-		sdp_zc_posted(ssk, first);
+	err = sdp_fault_post(SDP_FAULT_RDMA) ?:
+	      ib_post_send(ssk->qp, first, NULL);
 	if (err) {
 		pr_warn_ratelimited("zero-copy post failed: %d\n", err);
-		ssk->qp_error = true;
-		sdp_set_error(sk, ECONNRESET);
-		sdp_disconnect(ssk);
+		sdp_qp_failed(sk);
+		return err;
 	}
-	return err;
+	sdp_zc_posted(ssk, first);
+	return 0;
 }
 
 /* Post the work requests of a transfer: never on a failed connection. */

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Fault injection for tests: work-request posts that fail, as a broken
+ * device or a full queue would make them fail.  Soft-RoCE never fails a
+ * post, and Debian's kernels have neither CONFIG_FAULT_INJECTION nor
+ * function error injection, so sdp.ko carries its own hook: two root-only
+ * module parameters, off by default, one atomic read per post when off.
+ *
+ *   fail_post_kinds  which posts may fail: a mask of 1 (data and control
+ *                    SENDs), 2 (receives), 4 (zero-copy registrations,
+ *                    reads, writes and invalidations, keepalive probes)
+ *   fail_posts       how many of the next such posts fail with -EIO,
+ *                    counted down as they do (reads 0 once spent)
+ *
+ * tests/vm/fault_test.cpp (FailedPost) drives it.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/atomic.h>
+#include <linux/moduleparam.h>
+
+#include "sdp.h"
+
+static atomic_t sdp_fail_posts = ATOMIC_INIT(0);
+static unsigned int sdp_fail_post_kinds = SDP_FAULT_SEND | SDP_FAULT_RECV |
+					  SDP_FAULT_RDMA;
+
+static int sdp_fail_posts_set(const char *val, const struct kernel_param *kp)
+{
+	int n, err;
+
+	err = kstrtoint(val, 0, &n);
+	if (err)
+		return err;
+	if (n < 0)
+		return -EINVAL;
+	atomic_set(&sdp_fail_posts, n);
+	return 0;
+}
+
+static int sdp_fail_posts_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%d\n", atomic_read(&sdp_fail_posts));
+}
+
+static const struct kernel_param_ops sdp_fail_posts_ops = {
+	.set = sdp_fail_posts_set,
+	.get = sdp_fail_posts_get,
+};
+
+module_param_cb(fail_posts, &sdp_fail_posts_ops, NULL, 0600);
+MODULE_PARM_DESC(fail_posts,
+		 "test hook: fail the next N posts of fail_post_kinds (-EIO)");
+module_param_named(fail_post_kinds, sdp_fail_post_kinds, uint, 0600);
+MODULE_PARM_DESC(fail_post_kinds,
+		 "test hook: posts fail_posts applies to: 1 sends, 2 receives, 4 zero copy and probes");
+
+int sdp_fault_post(enum sdp_fault_kind kind)
+{
+	if (likely(!atomic_read(&sdp_fail_posts)))
+		return 0;
+	if (!(READ_ONCE(sdp_fail_post_kinds) & kind))
+		return 0;
+	if (atomic_dec_if_positive(&sdp_fail_posts) < 0)
+		return 0;
+	pr_info("injected post failure (kind %d)\n", kind);
+	return -EIO;
+}
