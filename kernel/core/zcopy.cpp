@@ -149,8 +149,8 @@ int Connection::sink_take(u32 want, sdp_core_zc* out)
 int Connection::rd_start(u32 n)
 {
     // A reset connection reads nothing more of what the peer offered.
-    if (!rsa_.active || rsa_.stopped || rsa_.reading != 0 || n == 0 ||
-        n > rsa_.len - rsa_.read || (state_ & (SDP_CS_ABORTED | SDP_CS_RX_FAILED)))
+    if (!rsa_.active || rsa_.stopped || rsa_.reading != 0 || n == 0 || n > rsa_.len - rsa_.read ||
+        (state_ & (SDP_CS_ABORTED | SDP_CS_RX_FAILED)))
         return -SDP_CORE_ESTATE;
     rsa_.reading = n;
     return 0;
@@ -193,7 +193,8 @@ int Connection::tx_sink_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 post
 {
     if (!zc_fits())
         return -SDP_CORE_ETOOBIG;
-    if (!(state_ & SDP_CS_ESTABLISHED) || (state_ & (SDP_CS_DISCONN_RCVD | SDP_CS_ABORTED | SDP_CS_RX_FAILED)))
+    if (!(state_ & SDP_CS_ESTABLISHED) ||
+        (state_ & (SDP_CS_DISCONN_RCVD | SDP_CS_ABORTED | SDP_CS_RX_FAILED)))
         return -SDP_CORE_ESTATE;
     // A stale SinkCancelAck still to come would look like the answer to
     // the next advertisement's cancel.

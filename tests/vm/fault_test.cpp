@@ -1374,8 +1374,8 @@ TEST_P(FailedPost, ConnectionResetsBothEndsHearNothingLeaks)
     // Both threads end on their own; if they do not within 20 s, the test
     // failed, and shutdown() ends them.
     if (!eventually([&] { return ended.load() == 2; }, 20)) {
-        ADD_FAILURE() << "the connection did not end 20 s after the failed post (sent " << sent.load()
-                      << ", read " << read_end.bytes << ")";
+        ADD_FAILURE() << "the connection did not end 20 s after the failed post (sent "
+                      << sent.load() << ", read " << read_end.bytes << ")";
         shutdown(p.client.get(), SHUT_RDWR);
         shutdown(p.server.get(), SHUT_RDWR);
     }
@@ -1415,14 +1415,11 @@ TEST_P(FailedPost, ConnectionResetsBothEndsHearNothingLeaks)
     expect_released(c.port + 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fault, FailedPost,
-                         ::testing::Values(PostCase{"send_bcopy", 1, false, 8170},
-                                           PostCase{"send_zcopy", 1, true, 8172},
-                                           PostCase{"recv", 2, false, 8174},
-                                           PostCase{"zcopy_rdma", 4, true, 8176}),
-                         [](const ::testing::TestParamInfo<PostCase>& i) {
-                             return std::string(i.param.name);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Fault, FailedPost,
+    ::testing::Values(PostCase{"send_bcopy", 1, false, 8170}, PostCase{"send_zcopy", 1, true, 8172},
+                      PostCase{"recv", 2, false, 8174}, PostCase{"zcopy_rdma", 4, true, 8176}),
+    [](const ::testing::TestParamInfo<PostCase>& i) { return std::string(i.param.name); });
 
 // ---- 6. at the end: no module reference left ------------------------------------
 

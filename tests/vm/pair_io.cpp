@@ -95,7 +95,8 @@ void say(const std::string& s)
 
 [[noreturn]] void usage(const char* why)
 {
-    std::fprintf(stderr, "sdp_pair_io: %s (see the comment at the top of tests/vm/pair_io.cpp)\n", why);
+    std::fprintf(stderr, "sdp_pair_io: %s (see the comment at the top of tests/vm/pair_io.cpp)\n",
+                 why);
     std::exit(2);
 }
 
@@ -110,26 +111,44 @@ double since_t0(Clock::time_point t)
     return std::chrono::duration<double>(t - base).count();
 }
 
-bool before_t0() { return t0_ns.load() < 0; }
+bool before_t0()
+{
+    return t0_ns.load() < 0;
+}
 
 std::string errname(int err)
 {
     switch (err) {
-    case 0: return "ok";
-    case ECONNRESET: return "ECONNRESET";
-    case ETIMEDOUT: return "ETIMEDOUT";
-    case EPIPE: return "EPIPE";
-    case ECONNREFUSED: return "ECONNREFUSED";
-    case ECONNABORTED: return "ECONNABORTED";
-    case EHOSTUNREACH: return "EHOSTUNREACH";
-    case ENETUNREACH: return "ENETUNREACH";
-    case ENOTCONN: return "ENOTCONN";
-    case ENETDOWN: return "ENETDOWN";
-    case ENODEV: return "ENODEV";
-    case EIO: return "EIO";
-    case ENOBUFS: return "ENOBUFS";
-    case EADDRNOTAVAIL: return "EADDRNOTAVAIL";
-    default: return "errno" + std::to_string(err);
+    case 0:
+        return "ok";
+    case ECONNRESET:
+        return "ECONNRESET";
+    case ETIMEDOUT:
+        return "ETIMEDOUT";
+    case EPIPE:
+        return "EPIPE";
+    case ECONNREFUSED:
+        return "ECONNREFUSED";
+    case ECONNABORTED:
+        return "ECONNABORTED";
+    case EHOSTUNREACH:
+        return "EHOSTUNREACH";
+    case ENETUNREACH:
+        return "ENETUNREACH";
+    case ENOTCONN:
+        return "ENOTCONN";
+    case ENETDOWN:
+        return "ENETDOWN";
+    case ENODEV:
+        return "ENODEV";
+    case EIO:
+        return "EIO";
+    case ENOBUFS:
+        return "ENOBUFS";
+    case EADDRNOTAVAIL:
+        return "EADDRNOTAVAIL";
+    default:
+        return "errno" + std::to_string(err);
     }
 }
 
@@ -276,8 +295,8 @@ void maybe_pause(Rng& r)
 // --- data movers ---------------------------------------------------------------
 
 struct Outcome {
-    int err = 0;       // 0: ok
-    bool eof = false;  // the peer's FIN where none was expected
+    int err = 0;      // 0: ok
+    bool eof = false; // the peer's FIN where none was expected
     uint64_t bytes = 0;
     uint64_t bad_at = UINT64_MAX;
     Clock::time_point when{};
@@ -544,7 +563,8 @@ std::vector<Conn> parse_plan(const std::string& plan)
     size_t pos = 0;
     while (pos <= plan.size()) {
         const size_t comma = plan.find(',', pos);
-        const std::string item = plan.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        const std::string item =
+            plan.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
         Conn c;
         const size_t colon = item.find(':');
         c.name = item.substr(0, colon);
@@ -630,8 +650,8 @@ void run_conn(size_t index, const Conn& c)
         o.bytes = n;
         if (before_t0() && !opt.t0_file.empty())
             failed = true;
-        say(tag + ": " + outcome_text(o) + " after " + std::to_string(since_t0(o.when)) +
-            " s (" + std::to_string(n) + " connections before)");
+        say(tag + ": " + outcome_text(o) + " after " + std::to_string(since_t0(o.when)) + " s (" +
+            std::to_string(n) + " connections before)");
         return;
     }
     const int fd = connect_one(&o);
@@ -647,8 +667,7 @@ void run_conn(size_t index, const Conn& c)
         close(fd);
         return;
     }
-    std::thread watcher(
-        [&] { ep = wait_epoll(fd, &ep_events, c.mode == Mode::kIdle); });
+    std::thread watcher([&] { ep = wait_epoll(fd, &ep_events, c.mode == Mode::kIdle); });
     Outcome rx;
     switch (c.mode) {
     case Mode::kDuplex: {
@@ -698,15 +717,16 @@ void run_conn(size_t index, const Conn& c)
         failed = true; // ended before the fault
     if (c.mode != Mode::kDuplex && rx.bad_at != UINT64_MAX)
         failed = true;
-    std::string line = tag + ": " + outcome_text(o) + " after " + std::to_string(since_t0(o.when)) +
-                       " s (sent " +
-                       std::to_string(c.mode == Mode::kRecv || c.mode == Mode::kLazy ? 0 : o.bytes) +
-                       ", received " + std::to_string(rx.bytes);
+    std::string line =
+        tag + ": " + outcome_text(o) + " after " + std::to_string(since_t0(o.when)) + " s (sent " +
+        std::to_string(c.mode == Mode::kRecv || c.mode == Mode::kLazy ? 0 : o.bytes) +
+        ", received " + std::to_string(rx.bytes);
     if (rx.err != 0 || rx.eof || rx.bad_at != UINT64_MAX)
         line += " " + outcome_text(rx);
     line += "); epoll ";
-    line += watcher_done ? epoll_text(ep_events) + " after " + std::to_string(since_t0(ep.when)) + " s"
-                         : "nothing";
+    line += watcher_done
+                ? epoll_text(ep_events) + " after " + std::to_string(since_t0(ep.when)) + " s"
+                : "nothing";
     say(line);
     close(fd);
 }
