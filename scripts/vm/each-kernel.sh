@@ -17,7 +17,8 @@ set -uo pipefail
 name=$1 kvers=$2 logdir=$3
 shift 3
 
-read -r -a kernels <<< "$kvers"
+# One per word: scripts/kver.sh --all gives one per line.
+read -r -d '' -a kernels <<< "$kvers"
 if [ ${#kernels[@]} = 0 ]; then
 	echo "$name: FAILED: no kernel to test (VM_KVERS, KVER and scripts/kver.sh --all are empty; make deps)"
 	exit 1
