@@ -387,8 +387,6 @@ struct sdp_sock {
 	struct list_head accept_node;
 	struct list_head half_open_node;
 	bool evicted; /* reset by the listener for a newer REQ */
-	/* Child: the CM was told of a SEND before the RTU (socket lock). */
-	bool comm_est_told;
 	/* The listener: set before the child is reachable, then claimed
 	 * once with xchg() (accept(), or the child's death).
 	 */
@@ -476,7 +474,6 @@ enum sdp_counter {
 	SDP_CNT_NAGLE_HOLDS,
 	SDP_CNT_CONN_ESTABLISHED,
 	SDP_CNT_CONN_ACCEPTED,
-	SDP_CNT_CONN_COMM_EST,
 	SDP_CNT_ERR_REFUSED,
 	SDP_CNT_ERR_UNREACHABLE,
 	SDP_CNT_ERR_TIMEOUT,

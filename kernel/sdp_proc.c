@@ -114,7 +114,6 @@ static const char *const sdp_counter_names[SDP_CNT_MAX] = {
 	[SDP_CNT_NAGLE_HOLDS] = "nagle_holds",
 	[SDP_CNT_CONN_ESTABLISHED] = "conn_established",
 	[SDP_CNT_CONN_ACCEPTED] = "conn_accepted",
-	[SDP_CNT_CONN_COMM_EST] = "conn_established_by_data",
 	[SDP_CNT_ERR_REFUSED] = "conn_err_refused",
 	[SDP_CNT_ERR_UNREACHABLE] = "conn_err_unreachable",
 	[SDP_CNT_ERR_TIMEOUT] = "conn_err_timeout",

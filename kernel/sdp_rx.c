@@ -203,20 +203,6 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 		goto consumed;
 	}
 
-	/*
-	 * The active side sends only once it has the REP and sent its RTU:
-	 * a SEND received before the RTU means the RTU was lost (or is late).
-	 * Hardware reports that as COMM_EST (sdp_qp_event_handler()); Soft-RoCE
-	 * never does, and the CM would time the connection out while data
-	 * flows.  Telling the CM here too is harmless: it establishes an id
-	 * once and ignores the rest.
-	 */
-	if (sk->sk_state == TCP_SYN_RECV && !ssk->comm_est_told && ssk->cm_id) {
-		ssk->comm_est_told = true;
-		SDP_INC(SDP_CNT_CONN_COMM_EST);
-		rdma_notify(ssk->cm_id, IB_EVENT_COMM_EST);
-	}
-
 	ib_dma_sync_single_for_cpu(ssk->pd->device, b->dma, ssk->buf_size,
 				   DMA_FROM_DEVICE);
 	err = sdp_core_on_recv(&ssk->core, b->data, wc->byte_len, &msg);

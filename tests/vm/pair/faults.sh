@@ -99,52 +99,6 @@ for step in $link_steps; do
 	pair_sync "link-$name-end" 120 || fail "faults: link $name: no rendezvous"
 done
 
-# --- 1b. the CM's RTU is lost: the first data establishes the connection ---
-# The passive side learns that the connection is up from the RTU, or, when
-# the RTU is lost, from the first message on the QP: hardware raises
-# COMM_EST, which the QP event handler passes to the CM (rdma_notify());
-# Soft-RoCE raises nothing, so the first receive completion tells the CM
-# too (sdp_rx_complete(), counter conn_established_by_data).  Without
-# either the passive CM re-sends its REP, every RTU answering it is lost
-# too, data waits, and the connection times out (60 s here, on the old code).  b drops every RTU arriving on eth0: RoCEv2 UDP
-# 4791, BTH dest QP 1 (GSI), MAD class 7 (CM), attribute 0x0014 (RTU); the
-# IP header has no options here.  a connects and sends at once.
-if [ "$PAIR_ME" = b ]; then
-	tc qdisc add dev eth0 handle ffff: ingress
-	tc filter add dev eth0 parent ffff: protocol ip prio 1 u32 \
-		match ip protocol 17 0xff match ip dport 4791 0xffff \
-		match u32 0x00000001 0x00ffffff at 32 \
-		match u8 0x07 0xff at 49 \
-		match u16 0x0014 0xffff at 64 action drop
-	by_data=$(sdp_stat conn_established_by_data)
-	serve sdp 7309
-	srv=$!
-	sleep 0.5
-	pair_mark rtu-listening
-	pair_await rtu-done 120
-	kill "$srv" 2>/dev/null
-	wait "$srv" 2>/dev/null
-	dropped=$(tc -s filter show dev eth0 ingress | sed -n 's/.*Sent [0-9]* bytes \([0-9]*\) pkt.*/\1/p' | head -n 1)
-	tc qdisc del dev eth0 ingress
-	pair_log "lost RTU, server: $(tr '\n' ' ' < /tmp/faults-srv-7309.log)"
-	pair_put rtu-dropped "${dropped:-0} $(($(sdp_stat conn_established_by_data) - by_data))"
-else
-	pair_await rtu-listening 60
-	# No --t0-file: the times count from the connect.
-	"$io" connect --family sdp --addr "$PAIR_PEER_ADDR" --port 7309 \
-		--plan duplex:4M,duplex:4M --seed 38 --timeout 60 > /tmp/faults-rtu.log 2>&1
-	cat /tmp/faults-rtu.log
-	pair_mark rtu-done
-	read -r dropped by_data <<< "$(pair_get rtu-dropped 60)"
-	if [ "${dropped:-0}" -ge 2 ] && [ "${by_data:-0}" = 2 ]; then
-		check /tmp/faults-rtu.log 0 ok 30 "every RTU lost ($dropped dropped): the first data establishes the connection"
-		check /tmp/faults-rtu.log 1 ok 30 "every RTU lost: a second connection too"
-	else
-		fail "faults: lost RTU: b dropped ${dropped:-no} RTUs and established ${by_data:-no} connections by data (want >= 2 and 2)"
-	fi
-fi
-pair_sync rtu-end 120 || fail "faults: lost RTU: no rendezvous"
-
 # --- 2. the RDMA device goes away on one side during a transfer -------------
 if [ "$PAIR_ME" = b ]; then
 	serve sdp 7302
