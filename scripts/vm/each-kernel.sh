@@ -10,7 +10,9 @@
 # goes to the terminal and to LOGDIR/NAME-KVER.log.  At the end, for each
 # kernel that failed, the lines of its log that say what failed (test
 # failures, guest exit, kernel splats): a long run's reader, and CI, which
-# keeps only the head and the tail of the output, see them last.
+# keeps only the head and the tail of the output, see them last.  A run
+# that exits 75 (run-pair.sh: a guest died of a double fault, the emulator's
+# signature) is run once more, and says so.
 set -uo pipefail
 
 [ $# -ge 4 ] || { sed -n '4,13p' "$0" >&2; exit 2; }
@@ -39,9 +41,17 @@ for k in "${kernels[@]}"; do
 	args=()
 	for a in "$@"; do args+=("${a//@K/$k}"); done
 	log="$logdir/$name-$k.log"
-	if ! "${args[@]}" 2>&1 | tee "$log"; then
-		failed="$failed $k"
+	"${args[@]}" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	if [ "$rc" = 75 ]; then
+		# The run says the emulator, not the test, failed (run-pair.sh:
+		# a guest's double fault): once more, said, the first log kept.
+		mv "$log" "$logdir/$name-$k.first.log"
+		echo "[ RETRY    ] $name on $k: a guest died of a double fault (log: $logdir/$name-$k.first.log); running the tier again"
+		"${args[@]}" 2>&1 | tee "$log"
+		rc=${PIPESTATUS[0]}
 	fi
+	[ "$rc" = 0 ] || failed="$failed $k"
 done
 if [ -n "$failed" ]; then
 	for k in $failed; do
