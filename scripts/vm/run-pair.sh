@@ -152,9 +152,19 @@ serve() { # handle the guests' requests until both runs end
 			esac
 			date +%s.%N > "$r.done"
 		done
+		# A guest that panicked ends the run: the other would wait for
+		# it at every rendezvous until its own timeout.
+		if [ $((++tick % 25)) = 0 ] && [ -z "$panicked" ] &&
+			grep -qs 'Kernel panic - not syncing' "$out"/a/console.log "$out"/b/console.log; then
+			panicked=1
+			echo "run-pair.sh: a guest panicked; stopping both" >&2
+			pkill -KILL -f -- "-name $tag-" || true
+		fi
 		sleep 0.2
 	done
 }
+tick=0
+panicked=""
 serve
 
 status=0
