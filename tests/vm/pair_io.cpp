@@ -23,6 +23,10 @@
 //   lazy      the server sends until the connection fails; the client reads
 //             only once t0 has come (the server's data wait in between)
 //   connect   connects again and again until one fails
+//   abort     connects and resets at once (SO_LINGER 0), before the header:
+//             the server prints `served: no header: ERRNO|EOF`
+//   hold:N    the client sends the header, keeps the connection N seconds
+//             without traffic, then closes it; the server waits for EOF
 // Each connection prints one line: `conn I MODE: RESULT after T s (sent S,
 // received R)`, where RESULT is ok, EOF or an errno name and T counts from
 // --t0-file's appearance (the fault), or from the start without one; with
@@ -58,7 +62,18 @@ namespace {
 constexpr uint32_t kMagic = 0x53445050; // "SDPP"
 constexpr size_t kMaxChunk = 1 << 20;
 
-enum class Mode : uint32_t { kDuplex = 1, kSend, kRecv, kStall, kSilent, kIdle, kConnect, kLazy };
+enum class Mode : uint32_t {
+    kDuplex = 1,
+    kSend,
+    kRecv,
+    kStall,
+    kSilent,
+    kIdle,
+    kConnect,
+    kLazy,
+    kAbort,
+    kHold,
+};
 
 struct Header {
     uint32_t magic;
@@ -475,7 +490,13 @@ bool recv_all(int fd, void* p, size_t n)
 void serve_one(int fd)
 {
     Header h{};
-    if (!recv_all(fd, &h, sizeof h) || h.magic != kMagic) {
+    errno = 0;
+    if (!recv_all(fd, &h, sizeof h)) {
+        say(std::string("served: no header: ") + (errno != 0 ? errname(errno) : "EOF"));
+        close(fd);
+        return;
+    }
+    if (h.magic != kMagic) {
         close(fd);
         return;
     }
@@ -508,6 +529,13 @@ void serve_one(int fd)
     case Mode::kConnect:
         wait_error(fd);
         break;
+    case Mode::kAbort: // never sent in a header
+        break;
+    case Mode::kHold: {
+        const Outcome o = wait_error(fd);
+        say("served hold: " + outcome_text(o));
+        break;
+    }
     }
     close(fd);
 }
@@ -594,6 +622,10 @@ std::vector<Conn> parse_plan(const std::string& plan)
             c.mode = Mode::kConnect;
         else if (c.name == "lazy")
             c.mode = Mode::kLazy;
+        else if (c.name == "abort")
+            c.mode = Mode::kAbort;
+        else if (c.name == "hold")
+            c.mode = Mode::kHold;
         else
             usage(("bad plan item '" + item + "'").c_str());
         out.push_back(c);
@@ -660,11 +692,29 @@ void run_conn(size_t index, const Conn& c)
         say(tag + ": connect failed: " + errname(o.err));
         return;
     }
+    if (c.mode == Mode::kAbort) {
+        const linger reset{1, 0};
+        if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset) != 0) {
+            o.err = errno;
+            failed = true;
+        }
+        close(fd);
+        o.when = Clock::now();
+        say(tag + ": " + outcome_text(o) + " after " + std::to_string(since_t0(o.when)) + " s");
+        return;
+    }
     const Header h{kMagic, static_cast<uint32_t>(c.mode), c.bytes, seed};
     if (!send_all(fd, &h, sizeof h)) {
         failed = true;
         say(tag + ": header: " + errname(errno));
         close(fd);
+        return;
+    }
+    if (c.mode == Mode::kHold) {
+        std::this_thread::sleep_for(std::chrono::seconds(c.bytes));
+        close(fd);
+        o.when = Clock::now();
+        say(tag + ": " + outcome_text(o) + " after " + std::to_string(since_t0(o.when)) + " s");
         return;
     }
     std::thread watcher([&] { ep = wait_epoll(fd, &ep_events, c.mode == Mode::kIdle); });
@@ -702,6 +752,8 @@ void run_conn(size_t index, const Conn& c)
         o = ep;
         break;
     case Mode::kConnect:
+    case Mode::kAbort:
+    case Mode::kHold: // all returned above
         break;
     }
     // The socket is dead or done: the watcher must have seen it; give it a

@@ -24,6 +24,27 @@ trap 'pair_end "$status"; cat /proc/net/sdpstats > "$SDP_RESULTS/sdpstats.txt" 2
 fail() { echo "[  FAILED  ] $*" >&2; status=1; }
 pass() { echo "[  PASSED  ] $*"; }
 
+# After the first phase that failed on either side, both guests record
+# their RDMA state for the post-mortem: the CM ids and QPs the RDMA core
+# holds, sdp's sockets, and the kernel stacks of blocked (D) tasks.
+diagnosed=0
+pair_diag() {
+	local p
+	[ $diagnosed = 0 ] || return 0
+	diagnosed=1
+	{
+		echo "--- $PAIR_ME: RDMA state after a failed phase"
+		timeout 10 rdma res show cm_id
+		timeout 10 rdma res show qp
+		cat /proc/net/sdp
+		for p in /proc/[0-9]*; do
+			[ "$(awk '{ print $3 }' "$p/stat" 2>/dev/null)" = D ] || continue
+			echo "blocked: $(cat "$p/comm") (${p#/proc/})"
+			cat "$p/stack"
+		done
+	} 2>&1 | sed 's/^/diag: /' >&2 || true
+}
+
 pair_net_up
 modprobe -d "$build/modroot-$kver" sdp
 # PAIR_SYSCTL="name=value ...": settings for both guests (debugging a run).
@@ -40,5 +61,8 @@ for phase in $phases; do
 	. "tests/vm/pair/$phase.sh" || fail "phase $phase"
 	[ "$phase" = faults ] && break # b is dead
 	pair_sync "end-$phase" 900 || { fail "phase $phase: no rendezvous"; break; }
+	pair_put "status-$phase" "$status"
+	peer_status=$(pair_get "status-$phase" 60) || peer_status=1
+	[ "$status$peer_status" = 00 ] || pair_diag
 done
 exit $status
