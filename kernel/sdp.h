@@ -436,6 +436,9 @@ static inline struct sdp_sock *sdp_sk(const struct sock *sk)
 
 static inline void sdp_set_state(struct sock *sk, int state)
 {
+	/* Release: a lockless reader of the state (poll()) that sees the new
+	 * state also sees what was written before it (sk_err, sk_shutdown).
+	 */
 	smp_store_release(&sk->sk_state, state);
 }
 

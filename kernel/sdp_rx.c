@@ -330,6 +330,7 @@ static struct sdp_buf *sdp_rx_find(struct sdp_sock *ssk, u64 skip, u32 *off)
 	for (n = ssk->rx.read; n != ssk->rx.tail; n++) {
 		struct sdp_buf *b = sdp_rx_unread(&ssk->rx, n);
 		u32 avail = b->end - b->off;
+
 		if (skip < avail) {
 			*off = (u32)skip;
 			return b;
@@ -410,6 +411,11 @@ static bool sdp_rx_busy_poll(struct sock *sk, u64 seq)
 	 * picked up here, and the CQ is armed again.
 	 */
 	WRITE_ONCE(ssk->busy_polling, false);
+	/*
+	 * Order the flag's store before the CQ poll's loads: a completion
+	 * handler that still saw busy_polling set (and queued nothing) ran
+	 * before this point, so the poll below finds its completion.
+	 */
 	smp_mb();
 	sdp_process_completions(sk, true);
 	return found || ssk->rcv_nxt != seq;
