@@ -23,7 +23,9 @@
  *                      Only CONNECT_REQUEST takes socket locks under it: the
  *                      listener's and those of a child nobody else knows yet
  *                      (see sdp_cm.c).  Every other event is queued under
- *                      cm_ev_lock for sdp_cm_work().
+ *                      cm_ev_lock for sdp_cm_work(), as is the ESTABLISHED
+ *                      that a child's first receive queues from the CQ
+ *                      poll (sdp_cm_established_by_data()).
  *   res_lock           per socket: serialises teardown of the RDMA
  *                      resources (sdp_claim_rdma() under the socket lock,
  *                      then sdp_free_rdma() without it).  A zero-copy
@@ -258,6 +260,7 @@ struct sdp_cm_ev {
 	enum rdma_cm_event_type event;
 	int status;
 	bool rej_nobufs; /* REJECTED: the listener had no resources */
+	bool by_data; /* ESTABLISHED: queued by the first receive, not the CM */
 };
 
 #define SDP_CM_EVENTS 16
@@ -387,6 +390,11 @@ struct sdp_sock {
 	struct list_head accept_node;
 	struct list_head half_open_node;
 	bool evicted; /* reset by the listener for a newer REQ */
+	/* Child: its first receive queued an ESTABLISHED; the CM delivered
+	 * its own (socket lock).
+	 */
+	bool est_by_data_queued;
+	bool cm_est_seen;
 	/* The listener: set before the child is reachable, then claimed
 	 * once with xchg() (accept(), or the child's death).
 	 */
@@ -424,6 +432,7 @@ struct sdp_sock {
 	struct delayed_work ack_work; /* delayed acknowledgement (Nagle) */
 	struct delayed_work zc_grace_work; /* an offer waits for a reader */
 	struct delayed_work tx_watch_work; /* sends that never complete */
+	struct delayed_work comm_est_work; /* tell the CM of a lost RTU */
 	struct mutex res_lock; /* serialises resource teardown */
 	struct sock *self; /* this sock (a failed clone is a copy: not) */
 	struct list_head list_node; /* /proc/net/sdp: sdp_sock_list_lock */
@@ -477,6 +486,8 @@ enum sdp_counter {
 	SDP_CNT_NAGLE_HOLDS,
 	SDP_CNT_CONN_ESTABLISHED,
 	SDP_CNT_CONN_ACCEPTED,
+	SDP_CNT_CONN_BY_DATA,
+	SDP_CNT_CONN_COMM_EST,
 	SDP_CNT_ERR_REFUSED,
 	SDP_CNT_ERR_UNREACHABLE,
 	SDP_CNT_ERR_TIMEOUT,
@@ -535,6 +546,8 @@ extern struct proto sdp_proto;
 /* sdp_cm.c */
 int sdp_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev);
 void sdp_cm_work(struct work_struct *work);
+void sdp_cm_established_by_data(struct sock *sk);
+void sdp_comm_est_work(struct work_struct *work);
 void sdp_cm_purge(struct sock *sk, struct rdma_cm_id *id);
 struct rdma_cm_id *sdp_cm_create_id(struct sock *sk);
 void sdp_abort_children(struct sock *listener);

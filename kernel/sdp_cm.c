@@ -298,7 +298,15 @@ static void sdp_cm_established_passive(struct sock *sk)
 
 	sock_owned_by_me(sk);
 
-	sdp_connected(sk);
+	/*
+	 * Reset before it was established (its peer's first message was an
+	 * error): accept() still returns it, closed, as TCP returns a child
+	 * reset after its handshake.
+	 */
+	if (sk->sk_state == TCP_SYN_RECV)
+		sdp_connected(sk);
+	else
+		ssk->established_once = true;
 	release_sock(sk);
 
 	lock_sock(parent);
@@ -333,6 +341,17 @@ static void sdp_cm_disconnected(struct sock *sk)
 	/* What the peer sent before it disconnected comes first. */
 	while (!sdp_poll_cq(sk, true))
 		;
+	/*
+	 * A child that heard from its peer is established, even when the
+	 * peer's DREQ made the CM drop the ESTABLISHED of a lost RTU: it goes
+	 * to accept() before it takes the disconnect, as its own ESTABLISHED
+	 * (queued behind this event) would have done.
+	 */
+	if (ssk->est_by_data_queued && !ssk->established_once &&
+	    READ_ONCE(ssk->parent)) {
+		SDP_INC(SDP_CNT_CONN_BY_DATA);
+		sdp_cm_established_passive(sk);
+	}
 	/* Answer the peer's DREQ (a DREP), or it waits for its timeout. */
 	sdp_disconnect(ssk);
 	cs = sdp_core_state(&ssk->core);
@@ -518,6 +537,16 @@ static void sdp_cm_process(struct sock *sk, const struct sdp_cm_ev *e)
 		return;
 	}
 	/*
+	 * A child is established once: by the CM's RTU or by its first
+	 * receive (sdp_cm_established_by_data()), whichever came first.
+	 */
+	if (ev.event == RDMA_CM_EVENT_ESTABLISHED && !e->by_data)
+		ssk->cm_est_seen = true;
+	if (ev.event == RDMA_CM_EVENT_ESTABLISHED && ssk->established_once) {
+		release_sock(sk);
+		return;
+	}
+	/*
 	 * The user gave the attempt up meanwhile (shutdown() in SYN_SENT put
 	 * the socket back to CLOSE, as tcp_disconnect() does): the connection
 	 * must not complete behind its back.  The id goes, without an error
@@ -543,6 +572,8 @@ static void sdp_cm_process(struct sock *sk, const struct sdp_cm_ev *e)
 		break;
 	case RDMA_CM_EVENT_ESTABLISHED:
 		if (ssk->parent) {
+			if (e->by_data)
+				SDP_INC(SDP_CNT_CONN_BY_DATA);
 			sdp_cm_established_passive(sk);
 		} else {
 			ev.param.conn.private_data = ssk->cm_hello_ack;
@@ -643,12 +674,57 @@ void sdp_cm_purge(struct sock *sk, struct rdma_cm_id *id)
 	__sdp_cm_purge(sdp_sk(sk), id);
 }
 
+/*
+ * Record an event for sdp_cm_work() and queue it.  From the CM's handler,
+ * and from the CQ poll (sdp_cm_established_by_data()): no sleeping.
+ */
+static void sdp_cm_queue(struct sdp_sock *ssk, struct rdma_cm_id *id,
+			 const struct rdma_cm_event *ev, bool by_data)
+{
+	struct sdp_cm_ev *e;
+	bool overflow = false;
+
+	spin_lock_bh(&ssk->cm_ev_lock);
+	if (ssk->cm_ev_tail - ssk->cm_ev_head >= SDP_CM_EVENTS) {
+		overflow = true;
+	} else {
+		e = &ssk->cm_ev[ssk->cm_ev_tail % SDP_CM_EVENTS];
+		e->id = id;
+		e->event = ev->event;
+		e->status = ev->status;
+		e->by_data = by_data;
+		e->rej_nobufs = ev->event == RDMA_CM_EVENT_REJECTED &&
+				ev->param.conn.private_data &&
+				ev->param.conn.private_data_len >=
+					sizeof(sdp_rej_nobufs) &&
+				!memcmp(ev->param.conn.private_data,
+					sdp_rej_nobufs, sizeof(sdp_rej_nobufs));
+		if (ev->event == RDMA_CM_EVENT_ESTABLISHED && !by_data) {
+			/* The HelloAck: only valid during this call. */
+			ssk->cm_hello_ack_len =
+				min_t(u32, ev->param.conn.private_data_len,
+				      sizeof(ssk->cm_hello_ack));
+			if (ev->param.conn.private_data)
+				memcpy(ssk->cm_hello_ack,
+				       ev->param.conn.private_data,
+				       ssk->cm_hello_ack_len);
+			else
+				ssk->cm_hello_ack_len = 0;
+		}
+		ssk->cm_ev_tail++;
+	}
+	spin_unlock_bh(&ssk->cm_ev_lock);
+	/* An id has a handful of events in its life: cannot happen. */
+	if (WARN_ON_ONCE(overflow))
+		return;
+	sock_hold(&ssk->sk);
+	if (!queue_work(sdp_wq, &ssk->cm_work))
+		sock_put(&ssk->sk);
+}
+
 int sdp_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 {
 	struct sock *sk = id->context;
-	struct sdp_sock *ssk = sdp_sk(sk);
-	struct sdp_cm_ev *e;
-	bool overflow = false;
 
 	switch (ev->event) {
 	case RDMA_CM_EVENT_CONNECT_REQUEST:
@@ -668,43 +744,68 @@ int sdp_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		/* TIMEWAIT_EXIT, ADDR_CHANGE, ...: nothing to do. */
 		return 0;
 	}
-
-	spin_lock_bh(&ssk->cm_ev_lock);
-	if (ssk->cm_ev_tail - ssk->cm_ev_head >= SDP_CM_EVENTS) {
-		overflow = true;
-	} else {
-		e = &ssk->cm_ev[ssk->cm_ev_tail % SDP_CM_EVENTS];
-		e->id = id;
-		e->event = ev->event;
-		e->status = ev->status;
-		e->rej_nobufs = ev->event == RDMA_CM_EVENT_REJECTED &&
-				ev->param.conn.private_data &&
-				ev->param.conn.private_data_len >=
-					sizeof(sdp_rej_nobufs) &&
-				!memcmp(ev->param.conn.private_data,
-					sdp_rej_nobufs, sizeof(sdp_rej_nobufs));
-		if (ev->event == RDMA_CM_EVENT_ESTABLISHED) {
-			/* The HelloAck: only valid during this call. */
-			ssk->cm_hello_ack_len =
-				min_t(u32, ev->param.conn.private_data_len,
-				      sizeof(ssk->cm_hello_ack));
-			if (ev->param.conn.private_data)
-				memcpy(ssk->cm_hello_ack,
-				       ev->param.conn.private_data,
-				       ssk->cm_hello_ack_len);
-			else
-				ssk->cm_hello_ack_len = 0;
-		}
-		ssk->cm_ev_tail++;
-	}
-	spin_unlock_bh(&ssk->cm_ev_lock);
-	/* An id has a handful of events in its life: cannot happen. */
-	if (WARN_ON_ONCE(overflow))
-		return 0;
-	sock_hold(sk);
-	if (!queue_work(sdp_wq, &ssk->cm_work))
-		sock_put(sk);
+	sdp_cm_queue(sdp_sk(sk), id, ev, false);
 	return 0;
+}
+
+/*
+ * A child still in SYN_RECV received its peer's first message: the peer
+ * sends only once it has our REP and sent its RTU, so the connection is
+ * up, whatever became of the RTU (lost, or still on its way; finding F16).
+ * The child does not wait for the CM's ESTABLISHED: if the first message
+ * is an AbortConn, our DREQ makes the CM drop an ESTABLISHED it queued,
+ * and the child would never reach accept() (TCP queues a child whose
+ * handshake completed, reset or not).  So the child queues its own
+ * ESTABLISHED, handled in order with the CM's events; whichever comes
+ * first establishes it.  Socket lock held (CQ poll).
+ *
+ * The CM must learn it too, or it re-sends the REP and finally times the
+ * connection out.  Hardware raises COMM_EST for this, which the QP event
+ * handler passes on; Soft-RoCE raises nothing, so sdp_comm_est_work()
+ * tells the CM if its RTU has not come SDP_COMM_EST_DELAY_MS later (well
+ * before the CM's first REP retry, seconds).  Not at once: on 6.12, with
+ * the RTU arriving a moment later, that left Soft-RoCE's GSI QP in the
+ * error state now and then, and no CM exchange with the host worked after
+ * it; an RTU that is merely late never needs it.
+ */
+#define SDP_COMM_EST_DELAY_MS 1000
+
+void sdp_cm_established_by_data(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct rdma_cm_event ev = { .event = RDMA_CM_EVENT_ESTABLISHED };
+
+	sock_owned_by_me(sk);
+
+	if (ssk->est_by_data_queued || !ssk->cm_id || !READ_ONCE(ssk->parent))
+		return;
+	ssk->est_by_data_queued = true;
+	sdp_cm_queue(ssk, ssk->cm_id, &ev, true);
+	if (!ssk->cm_est_seen) {
+		sock_hold(sk);
+		if (!queue_delayed_work(sdp_wq, &ssk->comm_est_work,
+					msecs_to_jiffies(SDP_COMM_EST_DELAY_MS)))
+			sock_put(sk);
+	}
+}
+
+void sdp_comm_est_work(struct work_struct *work)
+{
+	struct sdp_sock *ssk = container_of(to_delayed_work(work),
+					    struct sdp_sock, comm_est_work);
+	struct sock *sk = &ssk->sk;
+
+	lock_sock(sk);
+	/*
+	 * The id cannot go while the socket lock is held (sdp_cm_detach_res()).
+	 * The CM acts on it only in REP_SENT: harmless after our own DREQ.
+	 */
+	if (ssk->cm_id && !ssk->cm_est_seen) {
+		SDP_INC(SDP_CNT_CONN_COMM_EST);
+		rdma_notify(ssk->cm_id, IB_EVENT_COMM_EST);
+	}
+	release_sock(sk);
+	sock_put(sk);
 }
 
 /*

@@ -394,6 +394,8 @@ void sdp_destroy_resources(struct sock *sk)
 		sock_put(sk);
 	if (cancel_delayed_work(&ssk->tx_watch_work))
 		sock_put(sk);
+	if (cancel_delayed_work(&ssk->comm_est_work))
+		sock_put(sk);
 
 	mutex_lock(&ssk->cm_ev_mutex);
 	mutex_lock(&ssk->res_lock);

@@ -180,6 +180,9 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 	b->end = 0;
 	if (wc->status != IB_WC_SUCCESS)
 		goto consumed;
+	/* The peer's first message can overtake the CM's RTU. */
+	if (sk->sk_state == TCP_SYN_RECV)
+		sdp_cm_established_by_data(sk);
 	/*
 	 * A reset connection (a protocol error, an AbortConn either way)
 	 * delivers nothing more: what the peer sends after it is dropped.

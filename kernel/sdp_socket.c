@@ -107,6 +107,7 @@ static void sdp_sk_init_priv(struct sock *sk)
 	INIT_DELAYED_WORK(&ssk->ack_work, sdp_ack_work);
 	INIT_DELAYED_WORK(&ssk->zc_grace_work, sdp_zc_grace_work);
 	INIT_DELAYED_WORK(&ssk->tx_watch_work, sdp_tx_watch_work);
+	INIT_DELAYED_WORK(&ssk->comm_est_work, sdp_comm_est_work);
 	mutex_init(&ssk->res_lock);
 	ssk->keepidle = SDP_KEEPIDLE_DEFAULT;
 	ssk->keepintvl = SDP_KEEPINTVL_DEFAULT;

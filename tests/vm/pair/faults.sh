@@ -99,6 +99,77 @@ for step in $link_steps; do
 	pair_sync "link-$name-end" 120 || fail "faults: link $name: no rendezvous"
 done
 
+# --- 1b. the CM's RTU is lost: the first message establishes the connection
+# The passive side learns that the connection is up from the RTU, or, when
+# the RTU is lost, from the peer's first message on the QP: hardware raises
+# COMM_EST, which the QP event handler passes to the CM; Soft-RoCE raises
+# nothing, so the child's first receive completion establishes it itself
+# (sdp_cm_established_by_data(), counter conn_established_by_data).  Without
+# that, the passive CM re-sends its REP, every RTU answering it is lost too,
+# data waits, and the connection times out (60 s here, on the old code).
+# The child tells the CM (rdma_notify) when the RTU has not come 1 s after
+# the first message: the third connection stays open 3 s for that.  The
+# fourth resets at once (SO_LINGER 0): its AbortConn is the first message,
+# and accept() must still return it, reset, as TCP does.
+# b drops every RTU arriving on eth0: RoCEv2 UDP 4791, BTH dest QP 1 (GSI),
+# MAD class 7 (CM), attribute 0x0014 (RTU); the IP header has no options.
+if [ "$PAIR_ME" = b ]; then
+	tc qdisc add dev eth0 handle ffff: ingress
+	tc filter add dev eth0 parent ffff: protocol ip prio 1 u32 \
+		match ip protocol 17 0xff match ip dport 4791 0xffff \
+		match u32 0x00000001 0x00ffffff at 32 \
+		match u8 0x07 0xff at 49 \
+		match u16 0x0014 0xffff at 64 action drop
+	by_data=$(sdp_stat conn_established_by_data)
+	told=$(sdp_stat conn_rtu_late_told)
+	serve sdp 7309
+	srv=$!
+	sleep 0.5
+	pair_mark rtu-listening
+	pair_await rtu-done 120
+	for _ in $(seq 50); do
+		grep -q "no header" /tmp/faults-srv-7309.log && break
+		sleep 0.2
+	done
+	kill "$srv" 2>/dev/null
+	wait "$srv" 2>/dev/null
+	dropped=$(tc -s filter show dev eth0 ingress | sed -n 's/.*Sent [0-9]* bytes \([0-9]*\) pkt.*/\1/p' | head -n 1)
+	tc qdisc del dev eth0 ingress
+	pair_log "lost RTU, server: $(tr '\n' ' ' < /tmp/faults-srv-7309.log)"
+	reset=$(sed -n 's/^served: no header: //p' /tmp/faults-srv-7309.log | head -n 1)
+	pair_put rtu-dropped "${dropped:-0} $(($(sdp_stat conn_established_by_data) - by_data)) $(($(sdp_stat conn_rtu_late_told) - told)) ${reset:-nothing}"
+else
+	pair_await rtu-listening 60
+	# No --t0-file: the times count from the connect.
+	"$io" connect --family sdp --addr "$PAIR_PEER_ADDR" --port 7309 \
+		--plan duplex:4M,duplex:4M,hold:3 --seed 38 --timeout 60 > /tmp/faults-rtu.log 2>&1
+	"$io" connect --family sdp --addr "$PAIR_PEER_ADDR" --port 7309 \
+		--plan abort --seed 39 --timeout 60 > /tmp/faults-rtu-abort.log 2>&1
+	cat /tmp/faults-rtu.log /tmp/faults-rtu-abort.log
+	pair_mark rtu-done
+	read -r dropped by_data told reset <<< "$(pair_get rtu-dropped 60)"
+	if [ "${dropped:-0}" -ge 4 ] && [ "${by_data:-0}" = 4 ]; then
+		check /tmp/faults-rtu.log 0 ok 30 "every RTU lost ($dropped dropped): the first data establishes the connection"
+		check /tmp/faults-rtu.log 1 ok 30 "every RTU lost: a second connection too"
+		check /tmp/faults-rtu.log 2 ok 30 "every RTU lost: a connection kept open 3 s"
+	else
+		fail "faults: lost RTU: b dropped ${dropped:-no} RTUs and established ${by_data:-no} connections by data (want >= 4 and 4)"
+	fi
+	# The connection kept open outlives the 1 s after which b's CM is told
+	# (rdma_notify), so that it stops re-sending the REP.
+	if [ "${told:-0}" -ge 1 ]; then
+		pass "faults: lost RTU: b's CM was told of $told lost RTUs"
+	else
+		fail "faults: lost RTU: b's CM was never told of a lost RTU (conn_rtu_late_told ${told:-unknown})"
+	fi
+	if [ "$reset" = ECONNRESET ]; then
+		pass "faults: lost RTU: a connection reset before its RTU is accepted, and reads ECONNRESET"
+	else
+		fail "faults: lost RTU: a connection reset before its RTU: the server's first read got ${reset:-nothing} (want ECONNRESET, as TCP)"
+	fi
+fi
+pair_sync rtu-end 120 || fail "faults: lost RTU: no rendezvous"
+
 # --- 2. the RDMA device goes away on one side during a transfer -------------
 if [ "$PAIR_ME" = b ]; then
 	serve sdp 7302
