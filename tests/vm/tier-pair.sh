@@ -26,7 +26,8 @@ pass() { echo "[  PASSED  ] $*"; }
 
 # After the first phase that failed on either side, both guests record
 # their RDMA state for the post-mortem: the CM ids and QPs the RDMA core
-# holds, sdp's sockets, and the kernel stacks of blocked (D) tasks.
+# holds, sdp's sockets, its counters that are not zero, the kernel's last
+# sdp and rxe messages, and the kernel stacks of blocked (D) tasks.
 diagnosed=0
 pair_diag() {
 	local p
@@ -37,6 +38,8 @@ pair_diag() {
 		timeout 10 rdma res show cm_id
 		timeout 10 rdma res show qp
 		cat /proc/net/sdp
+		awk '$NF != 0' /proc/net/sdpstats | tr -s ' ' | paste -sd ' '
+		dmesg | grep -E 'sdp|rxe' | tail -n 20
 		for p in /proc/[0-9]*; do
 			[ "$(awk '{ print $3 }' "$p/stat" 2>/dev/null)" = D ] || continue
 			echo "blocked: $(cat "$p/comm") (${p#/proc/})"

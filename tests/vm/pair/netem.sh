@@ -6,7 +6,8 @@
 # delay.  Each impairment carries a duplex stream over TCP, then over SDP
 # (zero copy at the default threshold: RDMA Reads and Writes lose packets
 # too); integrity must hold, the times are reported next to TCP's, not
-# asserted.  PAIR_NETEM_BYTES per direction (default 4M).
+# asserted.  PAIR_NETEM_BYTES per direction (default 4M); PAIR_NETEM_ONLY=N
+# runs only the Nth impairment, PAIR_NETEM_REPEAT=N each one N times.
 bytes=${PAIR_NETEM_BYTES:-4M}
 impairments=(
 	"loss 1%"
@@ -19,35 +20,37 @@ i=0
 for imp in "${impairments[@]}"; do
 	i=$((i + 1))
 	[ -z "${PAIR_NETEM_ONLY:-}" ] || [ "$PAIR_NETEM_ONLY" = $i ] || continue
-	tc qdisc replace dev eth0 root netem $imp limit 10000
-	pair_sync "netem-$i-set" 60 || { fail "netem: no rendezvous"; break; }
-	n=0
-	for run in inet sdp sdp-bcopy; do
-		n=$((n + 1))
-		port=$((7200 + i * 4 + n))
-		fam=${run%-bcopy} thresh=-1
-		[ $run = sdp-bcopy ] && thresh=0
-		if [ "$PAIR_ME" = a ]; then
-			"$io" serve --family $fam --addr 0.0.0.0 --port $port --count 1 --zcopy-thresh $thresh --timeout 600 \
-				> /tmp/netem.log 2>&1 &
-			srv=$!
-			sleep 0.5
-			pair_mark "netem-$i-$run-listening"
-			wait $srv || { fail "netem: server side, $run, $imp"; cat /tmp/netem.log; }
-		else
-			pair_await "netem-$i-$run-listening" 60 || { fail "netem: no server"; continue; }
-			start=$(date +%s.%N)
-			if "$io" connect --family $fam --addr "$PAIR_PEER_ADDR" --port $port \
-				--plan "duplex:$bytes" --seed $port --zcopy-thresh $thresh --timeout 600 > /tmp/netem.log 2>&1; then
-				secs=$(echo "$(date +%s.%N) - $start" | bc)
-				pass "netem: $(printf '%-28s %-9s' "$imp" $run) duplex $bytes in $(printf '%.2f' "$secs")s"
+	for rep in $(seq "${PAIR_NETEM_REPEAT:-1}"); do
+		tc qdisc replace dev eth0 root netem $imp limit 10000
+		pair_sync "netem-$i-$rep-set" 60 || { fail "netem: no rendezvous"; break; }
+		n=0
+		for run in inet sdp sdp-bcopy; do
+			n=$((n + 1))
+			port=$((7200 + i * 4 + n + (rep - 1) * 40))
+			fam=${run%-bcopy} thresh=-1
+			[ $run = sdp-bcopy ] && thresh=0
+			if [ "$PAIR_ME" = a ]; then
+				"$io" serve --family $fam --addr 0.0.0.0 --port $port --count 1 --zcopy-thresh $thresh --timeout 600 \
+					> /tmp/netem.log 2>&1 &
+				srv=$!
+				sleep 0.5
+				pair_mark "netem-$i-$rep-$run-listening"
+				wait $srv || { fail "netem: server side, $run, $imp"; cat /tmp/netem.log; }
 			else
-				fail "netem: $imp, $run"
-				cat /tmp/netem.log
+				pair_await "netem-$i-$rep-$run-listening" 60 || { fail "netem: no server"; continue; }
+				start=$(date +%s.%N)
+				if "$io" connect --family $fam --addr "$PAIR_PEER_ADDR" --port $port \
+					--plan "duplex:$bytes" --seed $port --zcopy-thresh $thresh --timeout 600 > /tmp/netem.log 2>&1; then
+					secs=$(echo "$(date +%s.%N) - $start" | bc)
+					pass "netem: $(printf '%-28s %-9s' "$imp" $run) duplex $bytes in $(printf '%.2f' "$secs")s"
+				else
+					fail "netem: $imp, $run"
+					cat /tmp/netem.log
+				fi
 			fi
-		fi
-		pair_sync "netem-$i-$run-done" 900 || break
+			pair_sync "netem-$i-$rep-$run-done" 900 || break
+		done
+		tc qdisc del dev eth0 root
 	done
-	tc qdisc del dev eth0 root
 done
 [ "$PAIR_ME" = a ] || tc -s qdisc show dev eth0 | head -3
