@@ -27,7 +27,8 @@ export SDP_BUILD := $(BUILD)
 export KVER VM_KVERS
 
 .PHONY: all help deps userspace module modules unit vm-check pair-check check fuzz \
-	format format-check tidy sparse clean bench demo debug-kernel check-debug
+	format format-check tidy sparse clean bench demo debug-kernel check-debug \
+	pair-check-debug
 
 all: userspace module
 
@@ -41,6 +42,7 @@ help:
 	@echo "                  integrity, netem impairments, faults (KVER or VM_KVERS)"
 	@echo "make check-debug  the VM tier on a KASAN + lockdep + kmemleak 6.1 kernel"
 	@echo "                  (built once, about an hour; not part of make check)"
+	@echo "make pair-check-debug  the two-guest tier on that kernel"
 	@echo "make module       sdp.ko for KVER;  make modules: for every kernel"
 	@echo "make fuzz         long fuzz run (FUZZ_SECONDS)"
 	@echo "make format | format-check | tidy | sparse"
@@ -125,6 +127,23 @@ check-debug: userspace debug-kernel
 		-o $(BUILD)/vm/results/$$kver -t $(DEBUG_TIMEOUT) \
 		tests/vm/tier-debug.sh $(BUILD); \
 	echo "check-debug: passed on $$kver in $$(( $$(date +%s) - start ))s"
+
+# The two-guest tier (pair-check) on the debug kernel: conformance across the
+# link, integrity, netem and the faults, each guest with KASAN, lockdep and a
+# kmemleak check at its end (tests/vm/tier-pair.sh).  Smaller transfers
+# than pair-check's: the checkers make every byte several times slower.
+PAIR_DEBUG_ENV ?= PAIR_INTEGRITY_BYTES=16M PAIR_NETEM_BYTES=1M \
+	PAIR_CONFORMANCE_ARGS="--timeout 900"
+
+pair-check-debug: userspace debug-kernel
+	@set -e; kver=$$(scripts/debug-kernel.sh --release); \
+	scripts/build-module.sh "$$kver" C=1 CHECK="sparse -Wsparse-error"; \
+	scripts/build-test-module.sh "$$kver" C=1 CHECK="sparse -Wsparse-error"; \
+	start=$$(date +%s); \
+	$(PAIR_DEBUG_ENV) SDP_VM_APPEND="$(DEBUG_VM_APPEND)" \
+		scripts/vm/run-pair.sh -w -k "$$kver" -m 2048 -o $(BUILD)/vm/pair/$$kver \
+		-t $(DEBUG_TIMEOUT) tests/vm/tier-pair.sh $(BUILD); \
+	echo "pair-check-debug: passed on $$kver in $$(( $$(date +%s) - start ))s"
 
 fuzz: userspace
 	scripts/fuzz-smoke.sh $(HOST_BUILD)/fuzz_wire_decode \

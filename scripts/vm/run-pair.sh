@@ -3,9 +3,11 @@
 #
 # Boot two guests joined by a qemu network link and run one guest script on
 # both (it learns its role from SDP_PAIR_ROLE, "a" or "b"); return success
-# only if both guests pass.
+# only if both guests pass.  -m sets each guest's memory, and SDP_VM_APPEND
+# (kernel arguments, as for scripts/vm/run.sh) reaches both: the debug
+# kernel of `make check-debug` needs 2048 MB and its arguments.
 #
-#   run-pair.sh [-k KVER] [-o DIR] [-t TIMEOUT_S] [-l stream|dgram] [-w] SCRIPT [ARGS...]
+#   run-pair.sh [-k KVER] [-o DIR] [-t TIMEOUT_S] [-m MEM_MB] [-l stream|dgram] [-w] SCRIPT [ARGS...]
 #
 # The link: `-netdev stream` (TCP between the two qemus: lossless, ~20 ms
 # added to small round trips) or `-netdev dgram` (UDP: lower latency, drops
@@ -33,16 +35,18 @@ top=$(cd "$here/../.." && pwd)
 kver=${KVER:-}
 out=
 timeout_s=900
+mem=
 link=stream
 wire=0
-while getopts k:o:t:l:w opt; do
+while getopts k:o:t:m:l:w opt; do
 	case $opt in
 	k) kver=$OPTARG ;;
 	o) out=$OPTARG ;;
 	t) timeout_s=$OPTARG ;;
+	m) mem=$OPTARG ;;
 	l) link=$OPTARG ;;
 	w) wire=1 ;;
-	*) sed -n '7,8p' "$0" >&2; exit 2 ;;
+	*) sed -n '10p' "$0" >&2; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -97,7 +101,7 @@ start_guest() { # role
 		"$role" "$n" "$out/shared" "$link"
 		# PAIR_* settings of the tier (sizes, phases) reach both guests.
 		while IFS='=' read -r k v; do printf '%s=%q\n' "$k" "$v"; done < <(env | grep '^PAIR_[A-Z0-9_]*='))" \
-		"$here/run.sh" -k "$kver" -o "$out/$role" -t "$timeout_s" -c 1 "$@" \
+		"$here/run.sh" -k "$kver" -o "$out/$role" -t "$timeout_s" -c 1 ${mem:+-m "$mem"} "$@" \
 		> "$out/run-$role.log" 2>&1
 }
 
