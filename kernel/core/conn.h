@@ -102,6 +102,7 @@ class Connection {
     int zc_control_due() const;
     bool zc_blocks_data() const;
     bool zc_fits() const;
+    bool zc_answer_fits() const;
     void data_sent(u32 mseq);
     void data_received();
 

@@ -80,6 +80,14 @@ bool Connection::zc_fits() const
     return peer_rcv_size_ >= SDP_SINK_AVAIL_SIZE && rx_buf_size_ >= SDP_RDMA_COMPL_SIZE;
 }
 
+// The answer to the peer's offer, RdmaRdCompl or RdmaWrCompl (20 bytes),
+// must fit the peer's receive buffers too: a peer announcing tinier ones
+// gets its SrcAvail answered with SendSM and its SinkAvail unused (bcopy).
+bool Connection::zc_answer_fits() const
+{
+    return peer_rcv_size_ >= SDP_RDMA_COMPL_SIZE;
+}
+
 // Stamp and encode a SrcAvail or SinkAvail (msg's extra header filled in).
 // Checked before anything is accounted: a failure spends nothing.
 int Connection::send_offer(wire::Message* msg, u8* hdr, u32 size, u16 posted_rx)
@@ -317,7 +325,9 @@ int Connection::zc_rx(const wire::Message& msg, sdp_core_rx* out)
         rsa_ = PeerSrcAvail{sa.vaddr, sa.rkey, sa.len, 0, 0, true, false};
         // The send/send deadlock: our own SrcAvail waits for the peer's
         // reader while this one would wait for ours, and nobody reads.
-        if ((src_.state == Zc::kActive || src_.state == Zc::kCancelling) && !reader_waiting_) {
+        // Nor can we read what we could not acknowledge.
+        if (!zc_answer_fits() ||
+            ((src_.state == Zc::kActive || src_.state == Zc::kCancelling) && !reader_waiting_)) {
             rsa_.stopped = true;
             send_sm_due_ = true;
         }
@@ -365,7 +375,7 @@ int Connection::zc_rx(const wire::Message& msg, sdp_core_rx* out)
             return -SDP_CORE_EPROTO;
         psink_ = PeerSinkAvail{sk.vaddr, sk.rkey, sk.len, false};
         // Usable only if the sink had every stream byte we sent.
-        psink_.usable = (src_.state == Zc::kIdle || src_.state == Zc::kDone) &&
+        psink_.usable = zc_answer_fits() && (src_.state == Zc::kIdle || src_.state == Zc::kDone) &&
                         seq_at_or_after(msg.bsdh.mseq_ack, last_data_mseq_) &&
                         !(state_ & SDP_CS_SHUT_REQUESTED);
         out->zc_bytes = sk.len;

@@ -162,4 +162,59 @@ TEST_F(FuzzRegressions, EmptyDataPayloadOffset)
     EXPECT_LE(rx.payload_off, update.size());
 }
 
+// Fixed (fuzz_conn: "never longer than the peer's receive buffer"): a peer
+// whose HelloAck announced receive buffers of 17 to 19 bytes (the minimum
+// is a BSDH and one byte) made us answer its SinkAvail with a 20-byte
+// RdmaWrCompl, longer than the buffer it goes into.  Its offers are now
+// answered with what fits: SendSM for a SrcAvail, bcopy for a SinkAvail.
+// `tiny_` is the active side; its peer announced 18 bytes, and `offerer_`
+// (an honest engine that answered the same Hello) builds the offers.
+class TinyPeerBuffers : public ::testing::Test {
+  protected:
+    void SetUp() override
+    {
+        sdp_core_conn_init(&tiny_, 256, 256);
+        sdp_core_conn_init(&peer_, 18, 256);
+        sdp_core_conn_init(&offerer_, 256, 256);
+        unsigned char req[SDP_CM_REQ_PRIVATE_DATA] = {};
+        unsigned char rep[SDP_CM_REP_PRIVATE_DATA] = {};
+        ASSERT_GT(sdp_core_build_hello(&tiny_, req, sizeof(req), kPosted, 5001, 0), 0);
+        ASSERT_EQ(sdp_core_on_hello(&peer_, req, sizeof(req)), 0);
+        ASSERT_GT(sdp_core_build_hello_ack(&peer_, rep, sizeof(rep), kPosted), 0);
+        ASSERT_EQ(sdp_core_on_hello_ack(&tiny_, rep, sizeof(rep)), 0);
+        ASSERT_EQ(sdp_core_on_hello(&offerer_, req, sizeof(req)), 0);
+        ASSERT_GT(sdp_core_build_hello_ack(&offerer_, rep, sizeof(rep), kPosted), 0);
+    }
+
+    sdp_core_conn tiny_{};
+    sdp_core_conn peer_{};
+    sdp_core_conn offerer_{};
+    const sdp_core_zc zc_{4096, 0x1234, 0x100000000000ull};
+};
+
+TEST_F(TinyPeerBuffers, SinkAvailIsNotUsed)
+{
+    Bytes m(SDP_SINK_AVAIL_SIZE);
+    ASSERT_EQ(
+        sdp_core_tx_sink_avail(&offerer_, m.data(), static_cast<unsigned>(m.size()), &zc_, kPosted),
+        int{SDP_SINK_AVAIL_SIZE});
+    sdp_core_rx rx{};
+    ASSERT_EQ(sdp_core_on_recv(&tiny_, m.data(), static_cast<unsigned>(m.size()), &rx), 0);
+    sdp_core_zc_status st{};
+    sdp_core_zc_query(&tiny_, &st);
+    EXPECT_EQ(st.psink_usable, 0) << "its RdmaWrCompl would not fit the peer's buffers";
+}
+
+TEST_F(TinyPeerBuffers, SrcAvailIsAnsweredWithSendSm)
+{
+    Bytes m(SDP_SRC_AVAIL_HDR_SIZE);
+    ASSERT_EQ(
+        sdp_core_tx_src_avail(&offerer_, m.data(), static_cast<unsigned>(m.size()), &zc_, kPosted),
+        int{SDP_SRC_AVAIL_HDR_SIZE});
+    sdp_core_rx rx{};
+    ASSERT_EQ(sdp_core_on_recv(&tiny_, m.data(), static_cast<unsigned>(m.size()), &rx), 0);
+    EXPECT_EQ(sdp_core_control_due(&tiny_, 0, kPosted), SDP_MID_SEND_SM)
+        << "its RdmaRdCompl would not fit the peer's buffers";
+}
+
 } // namespace
