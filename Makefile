@@ -129,8 +129,9 @@ check-debug: userspace debug-kernel
 	echo "check-debug: passed on $$kver in $$(( $$(date +%s) - start ))s"
 
 # The two-guest tier (pair-check) on the debug kernel: conformance across the
-# link, integrity, netem and the faults, each guest with KASAN, lockdep and a
-# kmemleak check at its end (tests/vm/tier-pair.sh).  Smaller transfers
+# link, integrity, netem and the faults, both guests with KASAN and lockdep,
+# and a kmemleak check on guest a, which outlives the faults (tests/vm/
+# tier-pair.sh).  Smaller transfers
 # than pair-check's: the checkers make every byte several times slower.
 PAIR_DEBUG_ENV ?= PAIR_INTEGRITY_BYTES=16M PAIR_NETEM_BYTES=1M \
 	PAIR_CONFORMANCE_ARGS="--timeout 900"

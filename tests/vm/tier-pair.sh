@@ -90,8 +90,7 @@ for phase in $phases; do
 done
 if [ -w "$kml" ]; then
 	lockdep_on || fail "lockdep switched itself off (a report or a taint; see dmesg)"
-	# Deferred frees (RCU, work queues) settle first.  sdp.ko stays
-	# loaded: what it still references is not a leak.
+	# Deferred frees (RCU, work queues) settle first.
 	sleep 10
 	kmemleak_scan
 	cat "$kml" > "$SDP_RESULTS/kmemleak.txt"
