@@ -336,7 +336,10 @@ struct sdp_sock {
 	bool rq_drained;     /* ... and flushed: the responder stopped */
 	bool conn_counted;   /* counted in sdp_conns (net.sdp.max_conns) */
 	bool tx_watch_armed; /* tx_watch_work pending (see sdp_tx.c) */
-	u32 tx_watch_done;   /* send completions when it was armed */
+	/* jiffies of the last send completion, or of the post that found
+	 * nothing outstanding: the watch's bound counts from it
+	 */
+	unsigned long tx_progress_at;
 	int readers_waiting;
 
 	/* Zero copy: MRs (RDMA resources, claimed by teardown) and

@@ -29,11 +29,6 @@ u64 sdp_send_sge_addr(const struct sdp_buf *b, bool inl)
 	return inl ? (u64)(uintptr_t)b->data : b->dma;
 }
 
-static u32 sdp_tx_completed(struct sdp_sock *ssk)
-{
-	return ssk->tx.done + ssk->ctl.done;
-}
-
 /*
  * Watch a send that never completes.  A peer grants credits only for
  * receive buffers it has posted, so an honest peer never makes our SENDs
@@ -42,8 +37,28 @@ static u32 sdp_tx_completed(struct sdp_sock *ssk)
  * Data, DisConn, AbortConn and invalidations would all queue behind it.
  * So when sends are outstanding and none completed for
  * net.sdp.tx_stall_ms, the connection is reset with ETIMEDOUT (transport
- * retries exceeded, as TCP reports).  Socket lock held.
+ * retries exceeded, as TCP reports).  The bound counts from the last
+ * completion (tx_progress_at), not from when the watch was armed, so a
+ * link down for longer ends a connection with sends outstanding, one down
+ * for less never does.  Socket lock held.
  */
+
+/* Work requests the watch waits for: sends and control messages. */
+static u32 sdp_tx_outstanding(const struct sdp_sock *ssk)
+{
+	return (ssk->tx.post - ssk->tx.done) + (ssk->ctl.post - ssk->ctl.done);
+}
+
+static void sdp_tx_watch_queue(struct sock *sk, unsigned long delay)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	ssk->tx_watch_armed = true;
+	sock_hold(sk);
+	if (!queue_delayed_work(sdp_wq, &ssk->tx_watch_work, delay))
+		sock_put(sk);
+}
+
 static void sdp_tx_watch_arm(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
@@ -52,12 +67,7 @@ static void sdp_tx_watch_arm(struct sock *sk)
 
 	if (ssk->tx_watch_armed)
 		return;
-	ssk->tx_watch_armed = true;
-	ssk->tx_watch_done = sdp_tx_completed(ssk);
-	sock_hold(sk);
-	if (!queue_delayed_work(sdp_wq, &ssk->tx_watch_work,
-				msecs_to_jiffies(READ_ONCE(sysctl_sdp_tx_stall_ms))))
-		sock_put(sk);
+	sdp_tx_watch_queue(sk, msecs_to_jiffies(READ_ONCE(sysctl_sdp_tx_stall_ms)));
 }
 
 void sdp_tx_watch_work(struct work_struct *work)
@@ -66,18 +76,21 @@ void sdp_tx_watch_work(struct work_struct *work)
 					    struct sdp_sock, tx_watch_work);
 	struct sock *sk = &ssk->sk;
 	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+	unsigned long deadline;
 	u32 outstanding;
 
 	lock_sock(sk);
 	ssk->tx_watch_armed = false;
 	if (!ssk->res_ready || ssk->qp_error)
 		goto out;
-	outstanding = (ssk->tx.post - ssk->tx.done) +
-		      (ssk->ctl.post - ssk->ctl.done);
+	outstanding = sdp_tx_outstanding(ssk);
 	if (!outstanding)
 		goto out;
-	if (sdp_tx_completed(ssk) != ssk->tx_watch_done) {
-		sdp_tx_watch_arm(sk); /* progress: watch the rest */
+	deadline = ssk->tx_progress_at +
+		   msecs_to_jiffies(READ_ONCE(sysctl_sdp_tx_stall_ms));
+	if (time_before(jiffies, deadline)) {
+		/* progress since: watch the rest from the last completion */
+		sdp_tx_watch_queue(sk, deadline - jiffies);
 		goto out;
 	}
 	pr_warn_ratelimited("a send did not complete in %d ms (the peer takes no messages); resetting the connection\n",
@@ -112,6 +125,7 @@ static int sdp_post_send(struct sdp_sock *ssk, struct sdp_ring *r,
 		.opcode = IB_WR_SEND,
 		.send_flags = IB_SEND_SIGNALED,
 	};
+	bool idle;
 	int err;
 
 	sock_owned_by_me(&ssk->sk);
@@ -133,13 +147,17 @@ static int sdp_post_send(struct sdp_sock *ssk, struct sdp_ring *r,
 			last = last->next;
 		last->next = &wr;
 	}
+	idle = !sdp_tx_outstanding(ssk);
 	err = sdp_fault_post(SDP_FAULT_SEND) ?:
 	      ib_post_send(ssk->qp, before ?: &wr, NULL);
-	if (err)
+	if (err) {
 		pr_warn_ratelimited("ib_post_send failed: %d\n", err);
-	else
-		sdp_tx_watch_arm(&ssk->sk);
-	return err;
+		return err;
+	}
+	if (idle)
+		ssk->tx_progress_at = jiffies; /* the watch counts from here */
+	sdp_tx_watch_arm(&ssk->sk);
+	return 0;
 }
 
 u16 sdp_posted(struct sdp_sock *ssk)
@@ -286,6 +304,7 @@ void sdp_tx_complete(struct sock *sk, struct ib_wc *wc)
 	}
 	b = sdp_ring_buf(r, r->done);
 	r->done++;
+	ssk->tx_progress_at = jiffies;
 	sdp_zc_sq_progress(sk);
 	sdp_core_tx_done(&ssk->core, b->mid);
 	if (wc->status == IB_WC_SUCCESS) {
