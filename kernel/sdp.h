@@ -502,6 +502,7 @@ enum sdp_counter {
 	SDP_CNT_ERR_RESOURCES,
 	SDP_CNT_HALF_OPEN_EVICTED,
 	SDP_CNT_KEEPALIVE_PROBES,
+	SDP_CNT_PERSIST_PROBES,
 	SDP_CNT_CPU_COPY_BYTES,
 	SDP_CNT_ZC_TX_BYTES,
 	SDP_CNT_ZC_RX_BYTES,
@@ -624,6 +625,7 @@ int sdp_zc_recv_advertise(struct sock *sk, struct msghdr *msg, size_t len,
 void sdp_zc_rx_event(struct sock *sk, const struct sdp_core_rx *msg);
 void sdp_zc_wake(struct sock *sk);
 void sdp_zc_sq_progress(struct sock *sk);
+bool sdp_zc_src_offered(struct sdp_sock *ssk);
 int sdp_zc_recv_sq_wait(struct sock *sk);
 void sdp_zc_grace_work(struct work_struct *work);
 

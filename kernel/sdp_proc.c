@@ -127,6 +127,7 @@ static const char *const sdp_counter_names[SDP_CNT_MAX] = {
 	[SDP_CNT_ERR_RESOURCES] = "conn_err_resources",
 	[SDP_CNT_HALF_OPEN_EVICTED] = "conn_half_open_evicted",
 	[SDP_CNT_KEEPALIVE_PROBES] = "keepalive_probes",
+	[SDP_CNT_PERSIST_PROBES] = "persist_probes",
 	[SDP_CNT_CPU_COPY_BYTES] = "cpu_copy_bytes",
 	[SDP_CNT_ZC_TX_BYTES] = "zcopy_tx_bytes",
 	[SDP_CNT_ZC_RX_BYTES] = "zcopy_rx_bytes",

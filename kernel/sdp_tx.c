@@ -40,13 +40,23 @@ u64 sdp_send_sge_addr(const struct sdp_buf *b, bool inl)
  * retries exceeded, as TCP reports).  The bound counts from the last
  * completion (tx_progress_at), not from when the watch was armed, so a
  * link down for longer ends a connection with sends outstanding, one down
- * for less never does.  Socket lock held.
+ * for less never does.
+ *
+ * With nothing outstanding but a sender waiting for the peer (data queued
+ * for credits, or our SrcAvail not yet read), the watch probes the peer
+ * as TCP's persist timer does a zero window: a keepalive probe
+ * (a zero-length RDMA Write its HCA must acknowledge) every tx_stall_ms,
+ * itself watched.  Without it a sender whose peer reset the connection
+ * while the link was down, and whose CM disconnect was lost with it,
+ * would wait for ever.  Socket lock held.
  */
+static int sdp_keepalive_probe(struct sock *sk);
 
-/* Work requests the watch waits for: sends and control messages. */
+/* Work requests the watch waits for: sends, control messages, a probe. */
 static u32 sdp_tx_outstanding(const struct sdp_sock *ssk)
 {
-	return (ssk->tx.post - ssk->tx.done) + (ssk->ctl.post - ssk->ctl.done);
+	return (ssk->tx.post - ssk->tx.done) +
+	       (ssk->ctl.post - ssk->ctl.done) + ssk->ka_probe_out;
 }
 
 static void sdp_tx_watch_queue(struct sock *sk, unsigned long delay)
@@ -84,8 +94,14 @@ void sdp_tx_watch_work(struct work_struct *work)
 	if (!ssk->res_ready || ssk->qp_error)
 		goto out;
 	outstanding = sdp_tx_outstanding(ssk);
-	if (!outstanding)
+	if (!outstanding) {
+		/* The probe arms the watch again. */
+		if ((ssk->tx.tail != ssk->tx.post || ssk->zc_credit_wait ||
+		     sdp_zc_src_offered(ssk)) &&
+		    !sdp_keepalive_probe(sk))
+			SDP_INC(SDP_CNT_PERSIST_PROBES);
 		goto out;
+	}
 	deadline = ssk->tx_progress_at +
 		   msecs_to_jiffies(READ_ONCE(sysctl_sdp_tx_stall_ms));
 	if (time_before(jiffies, deadline)) {
@@ -260,6 +276,7 @@ void sdp_push(struct sock *sk, unsigned int extra_opts)
 			goto control;
 		case SDP_TX_NO_CREDIT:
 			SDP_INC(SDP_CNT_CREDIT_STALLS);
+			sdp_tx_watch_arm(sk); /* it probes a silent peer */
 			goto control;
 		default:
 			goto control;
@@ -551,8 +568,10 @@ void sdp_ack_work(struct work_struct *work)
  * live peer that grants no credits (a reader that stopped reading) keeps
  * its connection, as TCP's window probes do.  A peer that is gone does not
  * acknowledge: the RC transport's retries run out (RETRY_EXC_ERR, reported
- * as ETIMEDOUT), or keepcnt probes go by without an acknowledgement; both
- * end the connection with ETIMEDOUT as TCP does.
+ * as ETIMEDOUT), the send-progress watch finds the probe unanswered for
+ * tx_stall_ms (Soft-RoCE retries for ever), or keepcnt probes go by
+ * without an acknowledgment; each ends the connection with ETIMEDOUT as
+ * TCP does.  The watch sends the same probe while data waits for credits.
  */
 static int sdp_keepalive_probe(struct sock *sk)
 {
@@ -564,12 +583,14 @@ static int sdp_keepalive_probe(struct sock *sk)
 			.send_flags = IB_SEND_SIGNALED,
 		},
 	};
+	bool idle;
 	int err;
 
 	sock_owned_by_me(sk);
 
 	if (ssk->ka_probe_out)
 		return -EBUSY;
+	idle = !sdp_tx_outstanding(ssk);
 	err = sdp_fault_post(SDP_FAULT_RDMA) ?:
 	      ib_post_send(ssk->qp, &wr.wr, NULL);
 	if (err) {
@@ -577,6 +598,9 @@ static int sdp_keepalive_probe(struct sock *sk)
 		return err;
 	}
 	ssk->ka_probe_out = true;
+	if (idle)
+		ssk->tx_progress_at = jiffies;
+	sdp_tx_watch_arm(sk);
 	return 0;
 }
 
@@ -587,6 +611,7 @@ void sdp_keepalive_complete(struct sock *sk, struct ib_wc *wc)
 	sock_owned_by_me(sk);
 
 	ssk->ka_probe_out = false;
+	ssk->tx_progress_at = jiffies;
 	sdp_zc_sq_progress(sk);
 	if (wc->status == IB_WC_SUCCESS) {
 		/* The peer's HCA acknowledged: it is alive. */

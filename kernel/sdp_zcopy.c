@@ -843,6 +843,17 @@ static bool sdp_zc_src_ended(struct sdp_sock *ssk)
 	return st.src_state == SDP_ZC_DONE;
 }
 
+/* Our SrcAvail is out: a sender waits for the peer to read it. */
+bool sdp_zc_src_offered(struct sdp_sock *ssk)
+{
+	struct sdp_core_zc_status st;
+
+	sock_owned_by_me(&ssk->sk);
+
+	sdp_zc_query(ssk, &st);
+	return st.src_state == SDP_ZC_ACTIVE;
+}
+
 static bool sdp_zc_sink_stopped(struct sdp_sock *ssk)
 {
 	struct sdp_core_zc_status st;

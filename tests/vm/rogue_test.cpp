@@ -1597,6 +1597,80 @@ TEST_F(Rogue, KeepaliveKeepsALivePeerThatGrantsNoCredits)
     expect_clean_rogue(r);
 }
 
+// ---- F12b: a sender waiting for credits probes without keepalive -------------------
+
+// F12b: as F12 but without SO_KEEPALIVE.  A sender whose bytes wait for
+// credits probes the peer on its own, as TCP's persist timer probes a zero
+// window: a peer that died without a word (or reset the connection while
+// the link was down, its CM disconnect lost) must not leave it waiting for
+// ever.  The probe goes unanswered; the send-progress watch (tx_stall_ms,
+// 1 s here) ends the connection within two periods.
+TEST_F(Rogue, PersistProbeDetectsADeadPeerThatGrantedNoCredits)
+{
+    SysctlOverride stall("tx_stall_ms", "1000");
+    Options opt;
+    opt.claimed_bufs = 0;
+    RoguePeer r(opt);
+    r.set_auto_credit_updates(false);
+    ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
+    const int fd = kfd_.get();
+    const auto out = pattern_buffer(1000, 16);
+    KernelCall s([fd, out] { return send(fd, out->data(), out->size(), MSG_NOSIGNAL); });
+    const auto sres = s.wait(2000);
+    ASSERT_TRUE(sres) << "a 1000-byte send() blocks without credits (TCP would buffer it)";
+    EXPECT_EQ(sres->ret, 1000) << describe_call(sres);
+    ASSERT_TRUE(r.kill_qp()) << r.error();
+    const auto t0 = std::chrono::steady_clock::now();
+    constexpr int kLimitMs = 2 * 1000 + 8000;
+    const short ev = wait_pollerr(fd, kLimitMs);
+    EXPECT_TRUE(ev & POLLERR) << "nothing ended the connection " << kLimitMs
+                              << " ms after the peer died with our bytes waiting for credits"
+                              << " (revents 0x" << std::hex << ev << ")";
+    if (ev & POLLERR) {
+        auto buf = std::make_shared<std::vector<uint8_t>>(4096);
+        KernelCall rc = kernel_recv(buf);
+        const auto res = rc.wait(kDetectMs);
+        ASSERT_TRUE(res) << "recv() blocks on a timed-out socket";
+        EXPECT_EQ(res->ret, -1) << describe_call(res);
+        EXPECT_EQ(res->err, ETIMEDOUT) << describe_call(res);
+    }
+    EXPECT_LE(ms_since(t0), kLimitMs + 100);
+    EXPECT_GE(delta("persist_probes"), 1u);
+    EXPECT_EQ(delta("keepalive_probes"), 0u);
+}
+
+// F12b, the other half: a live peer that grants no credits answers every
+// probe, so the connection stays however long it waits, and the bytes
+// arrive once the peer grants credits.
+TEST_F(Rogue, PersistProbesKeepALivePeerThatGrantsNoCredits)
+{
+    SysctlOverride stall("tx_stall_ms", "1000");
+    Options opt;
+    opt.claimed_bufs = 0;
+    RoguePeer r(opt);
+    r.set_auto_credit_updates(false);
+    ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
+    const int fd = kfd_.get();
+    const auto out = pattern_buffer(1000, 17);
+    KernelCall s([fd, out] { return send(fd, out->data(), out->size(), MSG_NOSIGNAL); });
+    const auto sres = s.wait(2000);
+    ASSERT_TRUE(sres) << "a 1000-byte send() blocks without credits (TCP would buffer it)";
+    EXPECT_EQ(sres->ret, 1000) << describe_call(sres);
+    // Five watch periods: an unanswered probe ends it within two.
+    const short ev = wait_pollerr(fd, 5000);
+    EXPECT_FALSE(ev & (POLLERR | POLLHUP))
+        << "a probe ended a connection whose peer is alive (revents 0x" << std::hex << ev << ")";
+    EXPECT_GE(delta("persist_probes"), 3u) << "no probes while the bytes waited for credits";
+    EXPECT_EQ(delta("conn_err_timeout"), 0u);
+    ASSERT_TRUE(r.post_receives()) << r.error();
+    r.set_claimed_bufs(16);
+    ASSERT_TRUE(r.send_credit_update()) << r.error();
+    std::vector<uint8_t> in(1000);
+    ASSERT_TRUE(r.recv_data(in.data(), in.size())) << r.error();
+    EXPECT_EQ(mismatch(in.data(), in.size(), 0, 17), -1);
+    expect_clean_rogue(r);
+}
+
 // ---- F18: receive completions that are not a plain SEND ------------------------------
 
 // F18 helper: Data from the rogue arrives (the connection works) before
