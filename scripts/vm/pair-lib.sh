@@ -99,5 +99,30 @@ pair_request() {
 
 pair_end() { echo "$1" > "$PAIR_DIR/$PAIR_ME.end"; }
 
+# Frames Soft-RoCE could not hand to the IP stack (rxe's send_err).  On
+# 6.12 each one put the QP that sent it in the error state, the CM's GSI QP
+# too (Documentation/reliability.md); 6.1 sends them again.
+rxe_send_err() { rdma statistic show link rxe0/1 2>/dev/null | sed -n 's/.* send_err \([0-9]*\).*/\1/p'; }
+
+# pair_rdma_quiet [S]: wait up to S seconds (default 30) until this guest
+# has no SDP connection and no RDMA CM id but listeners left, so that a
+# qdisc can be grafted (tc qdisc replace, del) with no RDMA frame to meet
+# the moment the device is deactivated.
+pair_rdma_busy() {
+	{
+		grep -v '^ *sl' /proc/net/sdp 2>/dev/null | grep -vw LISTEN
+		rdma res show cm_id 2>/dev/null | grep -v 'state LISTEN'
+	} | tr -s ' ' | paste -sd ';'
+}
+pair_rdma_quiet() {
+	local _
+	for _ in $(seq $((${1:-30} * 5))); do
+		[ -z "$(pair_rdma_busy)" ] && return 0
+		sleep 0.2
+	done
+	pair_log "RDMA still busy: $(pair_rdma_busy)"
+	return 1
+}
+
 # A counter of /proc/net/sdpstats (0 when sdp.ko is not loaded).
 sdp_stat() { awk -v n="$1" '$1 == n || $1 == n":" { print $2; f = 1 } END { if (!f) print 0 }' /proc/net/sdpstats 2>/dev/null || echo 0; }

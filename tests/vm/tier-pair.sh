@@ -43,6 +43,7 @@ pair_diag() {
 		echo "--- $PAIR_ME: RDMA state after a failed phase"
 		timeout 10 rdma res show cm_id
 		timeout 10 rdma res show qp
+		timeout 10 rdma statistic show link
 		cat /proc/net/sdp
 		awk '$NF != 0' /proc/net/sdpstats | tr -s ' ' | paste -sd ' '
 		dmesg | grep -E 'sdp|rxe' | tail -n 20

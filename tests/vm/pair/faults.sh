@@ -43,39 +43,42 @@ sysctl -qw net.sdp.tx_stall_ms=3000
 
 # --- 1. the link goes down for less than the retry budget, then for longer --
 # On hardware, net.sdp.ack_timeout 15 and 7 retries: about 1.1 s of silence
-# ends an RC connection; on rxe, tx_stall_ms (TCP retries for minutes).  The link fails between the
-# hosts (every frame lost, as when a switch port goes down); the NICs keep
-# their carrier.  Taking a NIC itself down is another fault: the RDMA core
-# deletes its RoCE GIDs (and inet6 its addresses).
-# Not in make check yet: on 6.12 a 0.4 s outage sometimes resets the stream
-# seconds later and new connections to b then fail (Documentation/
-# reliability.md); PAIR_FAULTS_LINK=1 runs these steps.  Skipped steps are
-# said, never counted as passed.
-link_steps="short:0.4 long:4"
-if [ "${PAIR_FAULTS_LINK:-0}" != 1 ]; then
-	link_steps=""
-	echo "[ SKIPPED  ] faults: link outages (known failure on 6.12; PAIR_FAULTS_LINK=1 runs them)"
-fi
-for step in $link_steps; do
+# ends an RC connection; on rxe, tx_stall_ms (TCP retries for minutes).  The
+# link fails between the hosts (every frame lost, as when a switch port goes
+# down); the NICs keep their carrier.  Taking a NIC itself down is another
+# fault: the RDMA core deletes its RoCE GIDs (and inet6 its addresses).
+# The netem qdisc is put in place while b has no RDMA traffic and only
+# changed (tc qdisc change) under traffic: grafting a root qdisc (replace,
+# del) passes every frame sent meanwhile to noop_qdisc, and 6.12's
+# Soft-RoCE takes that drop (NET_XMIT_CN) as a send error that puts the
+# sending QP in the error state, the CM's GSI QP too (Documentation/
+# reliability.md).  rxe's send_err counter must not move.
+for step in short:0.4 long:4; do
 	name=${step%%:*} down=${step#*:}
 	if [ "$PAIR_ME" = b ]; then
 		port=7301
 		[ $name = long ] && port=7311
+		pair_rdma_quiet 10 || true
+		tc qdisc replace dev eth0 root netem loss 0%
+		send_err=$(rxe_send_err)
 		serve sdp $port
 		srv=$!
 		sleep 0.5
 		pair_mark "link-$name-listening"
 		pair_await "link-$name-flowing" 60
 		sleep 1
-		tc qdisc replace dev eth0 root netem loss 100%
+		tc qdisc change dev eth0 root netem loss 100%
 		pair_put "link-$name-down" "$(date +%s.%N)"
 		sleep "$down"
-		tc qdisc del dev eth0 root
+		tc qdisc change dev eth0 root netem loss 0%
 		pair_mark "link-$name-up"
 		pair_await "link-$name-done" 120
 		kill "$srv" 2>/dev/null
 		wait "$srv" 2>/dev/null
+		pair_rdma_quiet 10 || true
+		tc qdisc del dev eth0 root
 		pair_log "link $name server: $(tr '\n' ' ' < /tmp/faults-srv-$port.log)"
+		pair_put "link-$name-send-err" "$(($(rxe_send_err) - send_err))"
 	else
 		pair_await "link-$name-listening" 60
 		rm -f $t0
@@ -95,6 +98,12 @@ for step in $link_steps; do
 			check /tmp/faults-link.log 0 'ETIMEDOUT|ECONNRESET|EPIPE' 8 "link down ${down}s (> retry budget): the connection fails"
 		fi
 		pair_mark "link-$name-done"
+		send_err=$(pair_get "link-$name-send-err" 60)
+		if [ "${send_err:-x}" = 0 ]; then
+			pass "faults: link $name: no frame of b's Soft-RoCE refused by the qdisc (send_err 0)"
+		else
+			fail "faults: link $name: b's Soft-RoCE counted ${send_err:-no} send errors"
+		fi
 	fi
 	pair_sync "link-$name-end" 120 || fail "faults: link $name: no rendezvous"
 done

@@ -21,6 +21,10 @@ for imp in "${impairments[@]}"; do
 	i=$((i + 1))
 	[ -z "${PAIR_NETEM_ONLY:-}" ] || [ "$PAIR_NETEM_ONLY" = $i ] || continue
 	for rep in $(seq "${PAIR_NETEM_REPEAT:-1}"); do
+		# Grafting the qdisc deactivates the device for a moment: no RDMA
+		# frame may be on its way then (6.12, see pair_rdma_quiet).
+		pair_rdma_quiet 10 || true
+		send_err=$(rxe_send_err)
 		tc qdisc replace dev eth0 root netem $imp limit 10000
 		pair_sync "netem-$i-$rep-set" 60 || { fail "netem: no rendezvous"; break; }
 		n=0
@@ -50,7 +54,12 @@ for imp in "${impairments[@]}"; do
 			fi
 			pair_sync "netem-$i-$rep-$run-done" 900 || break
 		done
+		pair_rdma_quiet 10 || true
 		tc qdisc del dev eth0 root
+		# A refused frame killed a QP on 6.12: name it if a stream failed.
+		send_err=$(($(rxe_send_err) - send_err))
+		[ "$send_err" = 0 ] ||
+			echo "[ WARNING  ] netem: $imp: Soft-RoCE counted $send_err send errors on $PAIR_ME (a QP put in the error state on 6.12)"
 	done
 done
 [ "$PAIR_ME" = a ] || tc -s qdisc show dev eth0 | head -3
