@@ -1514,6 +1514,17 @@ TEST_F(RogueSinkAvail, RecvTimeoutCancelNeverAnsweredIsBounded)
 
 // ---- F12: keepalive without credits -----------------------------------------------
 
+// 1000 bytes (pattern `seed`) sent while the rogue grants no credit: the
+// send() returns at once, the bytes wait in the socket, as TCP buffers them.
+void send_without_credits(int fd, uint64_t seed)
+{
+    const auto out = pattern_buffer(1000, seed);
+    KernelCall s([fd, out] { return send(fd, out->data(), out->size(), MSG_NOSIGNAL); });
+    const auto sres = s.wait(2000);
+    ASSERT_TRUE(sres) << "a 1000-byte send() blocks without credits (TCP would buffer it)";
+    EXPECT_EQ(sres->ret, 1000) << describe_call(sres);
+}
+
 // F12: the rogue never grants the kernel a credit (bufs 0 in its Hello and
 // nothing after), the kernel has data queued, and then the rogue dies
 // without a word (its QP stops answering: no ACK, no DREQ).  SO_KEEPALIVE
@@ -1527,11 +1538,7 @@ TEST_F(Rogue, KeepaliveDetectsADeadPeerThatGrantedNoCredits)
     r.set_auto_credit_updates(false);
     ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
     const int fd = kfd_.get();
-    const auto out = pattern_buffer(1000, 15);
-    KernelCall s([fd, out] { return send(fd, out->data(), out->size(), MSG_NOSIGNAL); });
-    const auto sres = s.wait(2000);
-    ASSERT_TRUE(sres) << "a 1000-byte send() blocks without credits (TCP would buffer it)";
-    EXPECT_EQ(sres->ret, 1000) << describe_call(sres);
+    ASSERT_NO_FATAL_FAILURE(send_without_credits(fd, 15));
     const int one = 1, idle = 1, intvl = 1, cnt = 2;
     ASSERT_EQ(setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)), 0) << strerror(errno);
     ASSERT_EQ(setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)), 0) << strerror(errno);
@@ -1569,11 +1576,7 @@ TEST_F(Rogue, KeepaliveKeepsALivePeerThatGrantsNoCredits)
     r.set_auto_credit_updates(false);
     ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
     const int fd = kfd_.get();
-    const auto out = pattern_buffer(1000, 15);
-    KernelCall s([fd, out] { return send(fd, out->data(), out->size(), MSG_NOSIGNAL); });
-    const auto sres = s.wait(2000);
-    ASSERT_TRUE(sres) << "a 1000-byte send() blocks without credits (TCP would buffer it)";
-    EXPECT_EQ(sres->ret, 1000) << describe_call(sres);
+    ASSERT_NO_FATAL_FAILURE(send_without_credits(fd, 15));
     const int one = 1, idle = 1, intvl = 1, cnt = 2;
     ASSERT_EQ(setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)), 0) << strerror(errno);
     ASSERT_EQ(setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)), 0) << strerror(errno);
@@ -1614,11 +1617,7 @@ TEST_F(Rogue, PersistProbeDetectsADeadPeerThatGrantedNoCredits)
     r.set_auto_credit_updates(false);
     ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
     const int fd = kfd_.get();
-    const auto out = pattern_buffer(1000, 16);
-    KernelCall s([fd, out] { return send(fd, out->data(), out->size(), MSG_NOSIGNAL); });
-    const auto sres = s.wait(2000);
-    ASSERT_TRUE(sres) << "a 1000-byte send() blocks without credits (TCP would buffer it)";
-    EXPECT_EQ(sres->ret, 1000) << describe_call(sres);
+    ASSERT_NO_FATAL_FAILURE(send_without_credits(fd, 16));
     ASSERT_TRUE(r.kill_qp()) << r.error();
     const auto t0 = std::chrono::steady_clock::now();
     constexpr int kLimitMs = 2 * 1000 + 8000;
@@ -1651,11 +1650,7 @@ TEST_F(Rogue, PersistProbesKeepALivePeerThatGrantsNoCredits)
     r.set_auto_credit_updates(false);
     ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
     const int fd = kfd_.get();
-    const auto out = pattern_buffer(1000, 17);
-    KernelCall s([fd, out] { return send(fd, out->data(), out->size(), MSG_NOSIGNAL); });
-    const auto sres = s.wait(2000);
-    ASSERT_TRUE(sres) << "a 1000-byte send() blocks without credits (TCP would buffer it)";
-    EXPECT_EQ(sres->ret, 1000) << describe_call(sres);
+    ASSERT_NO_FATAL_FAILURE(send_without_credits(fd, 17));
     // Five watch periods: an unanswered probe ends it within two.
     const short ev = wait_pollerr(fd, 5000);
     EXPECT_FALSE(ev & (POLLERR | POLLHUP))
