@@ -52,6 +52,21 @@ for arg in "$@"; do
 done
 [ $debug = 1 ] || pkgs_debug=()
 
+# qemu: at least 8.1.  Earlier TCG translates a guest code page without
+# locking it against a concurrent invalidation (fixed upstream by "accel/tcg:
+# Always lock pages before translation"); bookworm's 7.2 lacks the fix, and
+# its 6.12 guests died of double faults and spurious debug traps in about
+# half of the pair tier's runs, with exception frames holding garbage
+# (Documentation/testing.md).  bookworm-backports carries a fixed qemu.
+qemu_min=1:8.1
+backports_list=/etc/apt/sources.list.d/sdp-bookworm-backports.list
+
+qemu_too_old() {
+	local v
+	v=$(dpkg-query -W -f='${Version}' qemu-system-x86 2>/dev/null) || return 1
+	[ -n "$v" ] && dpkg --compare-versions "$v" lt "$qemu_min"
+}
+
 # Kernel series: "name-regex-of-the-image-package  /lib/modules glob".
 kernel_series=('^linux-image-6\.1\.0-[0-9]+-amd64$ 6.1.0-*-amd64')
 [ "${SDP_KERNEL_612:-1}" = 1 ] &&
@@ -93,6 +108,14 @@ for s in "${kernel_series[@]}"; do
 	series_present "$glob" || missing_series+=("$s")
 done
 
+# A qemu that is installed but older than qemu_min counts as missing; it
+# comes from bookworm-backports (below), as does one not installed at all.
+qemu_backports=0
+if qemu_too_old || [[ " ${missing[*]} " == *" qemu-system-x86 "* ]]; then
+	qemu_backports=1
+	qemu_too_old && missing+=(qemu-system-x86)
+fi
+
 if [ $check = 1 ]; then
 	if [ ${#missing[@]} -gt 0 ] || [ ${#missing_series[@]} -gt 0 ]; then
 		echo "missing packages: ${missing[*]:-none}; kernels: ${#missing_series[@]} series"
@@ -107,9 +130,16 @@ fi
 
 export DEBIAN_FRONTEND=noninteractive
 # Package lists may never have been fetched on a fresh machine.
+update=0
 if ! apt-cache show cmake >/dev/null 2>&1 || [ ${#missing_series[@]} -gt 0 ]; then
-	as_root apt-get update -q
+	update=1
 fi
+if [ $qemu_backports = 1 ] && ! grep -qs bookworm-backports /etc/apt/sources.list /etc/apt/sources.list.d/*; then
+	echo "deb http://deb.debian.org/debian bookworm-backports main" |
+		as_root tee "$backports_list" >/dev/null
+	update=1
+fi
+[ $update = 0 ] || as_root apt-get update -q
 
 # Kernels by exact (versioned) package name, so installing one series never
 # moves the linux-image-amd64 metapackage away from the other.
@@ -128,6 +158,22 @@ echo "install-deps: installing ${missing[*]} ${kernel_pkgs[*]}"
 # Passed explicitly: sudo resets the environment.  wireshark-common (for
 # tshark) asks whether non-root users may capture; unattended, the default
 # (no) is taken.
-as_root env DEBIAN_FRONTEND=noninteractive \
-	apt-get install -y -q --no-install-recommends "${missing[@]}" "${kernel_pkgs[@]}"
+apt_pkgs=()
+for p in "${missing[@]}" "${kernel_pkgs[@]}"; do
+	[ $qemu_backports = 1 ] && [ "$p" = qemu-system-x86 ] && continue
+	apt_pkgs+=("$p")
+done
+[ ${#apt_pkgs[@]} = 0 ] ||
+	as_root env DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -q --no-install-recommends "${apt_pkgs[@]}"
+if [ $qemu_backports = 1 ]; then
+	# Backports is pinned low by default: ask for it by name.  Its
+	# qemu-system-x86 pulls matching qemu-system-common/-data and seabios.
+	as_root env DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -q --no-install-recommends -t bookworm-backports qemu-system-x86
+	if qemu_too_old; then
+		echo "install-deps: qemu-system-x86 is still older than $qemu_min" >&2
+		exit 1
+	fi
+fi
 echo "install-deps: done"

@@ -24,6 +24,9 @@
 # boot under KVM succeeded (nested KVM hangs on some hosts, so it is probed,
 # never assumed; the verdict is cached in build/vm/accel).
 #
+# SDP_VM_QEMU: the qemu-system-x86_64 to run (default: the one on PATH, 8.1
+# or newer; run.sh warns about an older one under TCG).
+#
 # SDP_VM_APPEND: more kernel command-line arguments, after the defaults (a
 # later sysctl.* argument overrides an earlier one).  `make check-debug`
 # uses it for the debug kernel's slower pace.
@@ -86,7 +89,7 @@ boot() {
 	local net_args=(-nic none)
 	# shellcheck disable=SC2206 # qemu arguments, split on white space
 	[ -n "${SDP_VM_NET:-}" ] && net_args=($SDP_VM_NET)
-	timeout -k 5 "$limit" qemu-system-x86_64 \
+	timeout -k 5 "$limit" "${SDP_VM_QEMU:-qemu-system-x86_64}" \
 		-accel "$accel" -cpu "$cpu" -m "$mem" -smp "$cpus" \
 		-kernel "/boot/vmlinuz-$kver" -initrd "$initrd" \
 		-append "console=ttyS0 loglevel=5 panic=-1 oops=panic sysctl.kernel.hung_task_timeout_secs=30${SDP_VM_APPEND:+ $SDP_VM_APPEND}" \
@@ -137,6 +140,12 @@ pick_accel() {
 }
 
 accel=$(pick_accel)
+# TCG before qemu 8.1 crashes 6.12 guests at random (Documentation/testing.md).
+qemu_version=$("${SDP_VM_QEMU:-qemu-system-x86_64}" --version | sed -n '1s/^QEMU emulator version \([0-9]*\.[0-9]*\).*/\1/p')
+if [ "$accel" = tcg ] && [ -n "$qemu_version" ] &&
+	[ "$(printf '%s\n' "$qemu_version" 8.1 | sort -V | head -n 1)" != 8.1 ]; then
+	echo "run.sh: warning: qemu $qemu_version: TCG before 8.1 crashes guests at random; scripts/install-deps.sh installs a newer one" >&2
+fi
 prepare "$results" "$timeout_s" "$@"
 start=$(date +%s)
 echo "run.sh: booting $kver ($accel) for: $*"
