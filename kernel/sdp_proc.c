@@ -72,10 +72,17 @@ static int sdp_sockets_show(struct seq_file *seq, void *v)
 	list_for_each_entry(ssk, &sdp_sock_list, list_node) {
 		struct sock *sk = &ssk->sk;
 		int state = READ_ONCE(sk->sk_state);
-		bool connected = state != TCP_LISTEN && state != TCP_CLOSE;
+		bool connected;
 
 		if (!net_eq(sock_net(sk), net))
 			continue;
+		/* A half-open child the listener evicted is being reset (its
+		 * destroy work is queued): no longer in the handshake, as
+		 * TCP drops the request at once.
+		 */
+		if (state == TCP_SYN_RECV && READ_ONCE(ssk->evicted))
+			state = TCP_CLOSE;
+		connected = state != TCP_LISTEN && state != TCP_CLOSE;
 		sdp_fmt_addr(local, sizeof(local), &ssk->local);
 		if (connected || state == TCP_CLOSE)
 			sdp_fmt_addr(remote, sizeof(remote), &ssk->remote);
