@@ -843,7 +843,10 @@ static bool sdp_zc_src_ended(struct sdp_sock *ssk)
 	return st.src_state == SDP_ZC_DONE;
 }
 
-/* Our SrcAvail is out: a sender waits for the peer to read it. */
+/*
+ * Our SrcAvail is out, or its cancel unanswered: a sender waits for the
+ * peer to read it or to answer.
+ */
 bool sdp_zc_src_offered(struct sdp_sock *ssk)
 {
 	struct sdp_core_zc_status st;
@@ -851,7 +854,8 @@ bool sdp_zc_src_offered(struct sdp_sock *ssk)
 	sock_owned_by_me(&ssk->sk);
 
 	sdp_zc_query(ssk, &st);
-	return st.src_state == SDP_ZC_ACTIVE;
+	return st.src_state == SDP_ZC_ACTIVE ||
+	       st.src_state == SDP_ZC_CANCELLING;
 }
 
 static bool sdp_zc_sink_stopped(struct sdp_sock *ssk)
@@ -975,38 +979,39 @@ static int sdp_zc_offer(struct sock *sk, struct sdp_zc_map *map,
 	map->wr_out++; /* the REG_MR */
 	ssk->stats.src_avail_sent++;
 
+	/*
+	 * Until the offer ends: the sink read it all, or it sent SendSM, the
+	 * core cancelled the rest and the sink answered the cancel.  Waiting
+	 * for that answer is waiting for the peer to take our messages, as a
+	 * TCP sender waits for a window: for as long as the peer is alive
+	 * (the send watch probes it while nothing is outstanding), unless a
+	 * signal or SO_SNDTIMEO comes.  A fixed bound here reset live peers
+	 * whose answer was merely late (under loss).
+	 */
 	for (;;) {
 		DEFINE_WAIT_FUNC(wait, woken_wake_function);
-		struct sdp_core_zc_status st;
 
 		if (sdp_zc_src_ended(ssk) || sdp_zc_dead(sk))
 			return err;
-		sdp_zc_query(ssk, &st);
-		if (st.src_sink_stopped) {
-			/* SendSM: the core cancelled the offer.  The answer to
-			 * that cancel is as bounded as to one of our own.
-			 */
-			if (!sdp_zc_wait_bounded(sk, sdp_zc_src_ended(ssk),
-						 sdp_zc_dead(sk)))
-				sdp_zc_give_up(sk, "SrcAvailCancel after SendSM");
-			return err;
-		}
 		if (!*timeo || signal_pending(current))
 			break;
 		add_wait_queue(sk_sleep(sk), &wait);
 		sk_wait_event(sk, timeo,
-			      sdp_zc_src_ended(ssk) || sdp_zc_dead(sk) ||
-			      sdp_zc_sink_stopped(ssk), &wait);
+			      sdp_zc_src_ended(ssk) || sdp_zc_dead(sk), &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
 	}
 	/*
-	 * A signal or the send timeout: take the offer back.  The sink answers
-	 * with SendSM after reporting what it read; that much was sent.
+	 * A signal or the send timeout: take the offer back, if a SendSM has
+	 * not already.  The sink answers with SendSM after reporting what it
+	 * read; that much was sent.  That answer is awaited, ignoring further
+	 * signals, at most zcopy_cancel_ms.
 	 */
 	err = *timeo ? sock_intr_errno(*timeo) : -EAGAIN;
-	sdp_core_src_cancel(&ssk->core);
-	SDP_INC(SDP_CNT_ZC_CANCELS);
-	sdp_push(sk, 0);
+	if (!sdp_zc_sink_stopped(ssk)) {
+		sdp_core_src_cancel(&ssk->core);
+		SDP_INC(SDP_CNT_ZC_CANCELS);
+		sdp_push(sk, 0);
+	}
 	if (!sdp_zc_wait_bounded(sk, sdp_zc_src_ended(ssk), sdp_zc_dead(sk)))
 		sdp_zc_give_up(sk, "SrcAvailCancel");
 	return err;

@@ -1434,28 +1434,88 @@ constexpr int kCancelMs = 1000;
 // What the kernel may take beyond zcopy_cancel_ms to give up and return.
 constexpr int kCancelSlackMs = 3000;
 
-// F11: the rogue sink answers the kernel's SrcAvail with SendSM, then never
-// answers the SrcAvailCancel that follows: send() returns within
-// zcopy_cancel_ms, the connection is reset, zcopy_timeouts counts it.
-TEST_F(RogueSource, SendSmThenNoAnswerToTheCancelIsBounded)
+// F11: after SendSM the kernel cancels its SrcAvail; the rogue answers the
+// cancel only 3 zcopy_cancel_ms later (a live peer slow to grant the credit
+// for the answer).  Like a TCP sender facing a closed window, send() waits
+// (the send watch probes the peer meanwhile), then sends the rest by bcopy:
+// nothing is reset.  A bound of zcopy_cancel_ms from the cancel reset such
+// connections under loss.
+TEST_F(RogueSource, SendSmThenASlowAnswerKeepsTheConnection)
 {
     SysctlOverride cancel("zcopy_cancel_ms", std::to_string(kCancelMs));
+    SysctlOverride stall("tx_stall_ms", "1000");
     RoguePeer r;
     Offer o;
     ASSERT_NO_FATAL_FAILURE(offer(r, &o));
     ASSERT_TRUE(r.send_control(SDP_MID_SEND_SM)) << r.error();
-    const auto t0 = std::chrono::steady_clock::now();
     EXPECT_TRUE(r.wait_for(SDP_MID_SRC_AVAIL_CANCEL, kDetectMs))
         << "no SrcAvailCancel after SendSM; " << r.describe();
-    const auto res = bounded(*o.call, r, kCancelMs + kCancelSlackMs, "send() after SendSM");
+    r.pump_until([] { return false; }, 3 * kCancelMs);
+    EXPECT_FALSE(o.call->wait(0)) << "send() returned before the cancel was answered: "
+                                  << describe_call(o.call->wait(0));
+    EXPECT_EQ(r.rx_count(SDP_MID_ABORT_CONN), 0u) << r.describe();
+    ASSERT_TRUE(r.send_control(SDP_MID_SEND_SM)) << r.error(); // the answer
+    std::vector<uint8_t> got(o.buf->size());
+    ASSERT_TRUE(r.recv_data(got.data(), got.size(), 2 * kDetectMs))
+        << "the rest did not come by bcopy; " << r.describe();
+    EXPECT_EQ(mismatch(got.data(), got.size(), 0, 8), -1);
+    const auto res = o.call->wait(kDetectMs);
+    ASSERT_TRUE(res) << "send() still blocked after its bytes went; " << r.describe();
+    EXPECT_EQ(res->ret, static_cast<ssize_t>(o.buf->size())) << describe_call(res);
+    EXPECT_EQ(delta("zcopy_timeouts"), 0u);
+    EXPECT_EQ(delta("conn_err_timeout"), 0u);
+    EXPECT_GE(delta("persist_probes"), 1u) << "the peer was not probed during the wait";
+    expect_clean_rogue(r);
+}
+
+// F11: SendSM, then the cancel is never answered: the wait ends as a send's
+// does, at SO_SNDTIMEO (or a signal), and then waits zcopy_cancel_ms more
+// for the answer before resetting the connection.
+TEST_F(RogueSource, SendSmThenNoAnswerEndsAtTheSendTimeout)
+{
+    constexpr int kSndTimeoMs = 3 * kCancelMs;
+    SysctlOverride cancel("zcopy_cancel_ms", std::to_string(kCancelMs));
+    RoguePeer r;
+    Offer o;
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_NO_FATAL_FAILURE(offer(r, &o, 256 * kKiB, kSndTimeoMs));
+    ASSERT_TRUE(r.send_control(SDP_MID_SEND_SM)) << r.error();
+    EXPECT_TRUE(r.wait_for(SDP_MID_SRC_AVAIL_CANCEL, kDetectMs))
+        << "no SrcAvailCancel after SendSM; " << r.describe();
+    const auto res =
+        bounded(*o.call, r, kSndTimeoMs + kCancelMs + kCancelSlackMs, "send() after SendSM");
     ASSERT_TRUE(res);
-    EXPECT_LE(ms_since(t0), kCancelMs + kCancelSlackMs + 200);
+    EXPECT_GE(ms_since(t0), kSndTimeoMs - 100) << "ended before SO_SNDTIMEO";
+    EXPECT_LE(ms_since(t0), kSndTimeoMs + kCancelMs + kCancelSlackMs + 200);
     EXPECT_EQ(res->ret, -1) << describe_call(res);
-    EXPECT_TRUE(res->err == ECONNRESET || res->err == EPIPE) << describe_call(res);
+    EXPECT_TRUE(res->err == EAGAIN || res->err == ECONNRESET) << describe_call(res);
     expect_kernel_aborted(r);
     EXPECT_EQ(delta("zcopy_timeouts"), 1u);
     EXPECT_EQ(delta("zcopy_tx_bytes"), 0u);
     expect_clean_rogue(r);
+}
+
+// F11: SendSM, then the peer dies before answering the cancel: the send
+// watch's probe finds it dead and the send fails, with no send timeout.
+TEST_F(RogueSource, SendSmThenThePeerDiesEndsTheSend)
+{
+    SysctlOverride stall("tx_stall_ms", "1000");
+    RoguePeer r;
+    Offer o;
+    ASSERT_NO_FATAL_FAILURE(offer(r, &o));
+    ASSERT_TRUE(r.send_control(SDP_MID_SEND_SM)) << r.error();
+    EXPECT_TRUE(r.wait_for(SDP_MID_SRC_AVAIL_CANCEL, kDetectMs))
+        << "no SrcAvailCancel after SendSM; " << r.describe();
+    ASSERT_TRUE(r.kill_qp()) << r.error();
+    const auto t0 = std::chrono::steady_clock::now();
+    constexpr int kLimitMs = 2 * 1000 + 8000; // as for the persist probe
+    const auto res = bounded(*o.call, r, kLimitMs, "send() after SendSM, the peer dead");
+    ASSERT_TRUE(res);
+    EXPECT_LE(ms_since(t0), kLimitMs + 200);
+    EXPECT_EQ(res->ret, -1) << describe_call(res);
+    EXPECT_EQ(res->err, ETIMEDOUT) << describe_call(res);
+    EXPECT_GE(delta("persist_probes"), 1u);
+    EXPECT_EQ(delta("zcopy_tx_bytes"), 0u);
 }
 
 // F11: SO_SNDTIMEO makes the kernel cancel its SrcAvail; the rogue never

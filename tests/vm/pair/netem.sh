@@ -9,14 +9,6 @@
 # asserted.  PAIR_NETEM_BYTES per direction (default 4M); PAIR_NETEM_ONLY=N
 # runs only the Nth impairment, PAIR_NETEM_REPEAT=N each one N times.
 bytes=${PAIR_NETEM_BYTES:-4M}
-# A source that got SendSM waits zcopy_cancel_ms (5 s) for the answer to
-# its cancel, which the sink sends after any RDMA Read it has in progress
-# and with a credit.  Under loss or reordering on TCG that took longer
-# twice and the connection was reset (Documentation/reliability.md).  The
-# bound is for a peer that never answers; it is raised to 20 s here and
-# put back for the faults phase.
-cancel_ms=$(sysctl -n net.sdp.zcopy_cancel_ms)
-sysctl -qw net.sdp.zcopy_cancel_ms=20000
 impairments=(
 	"loss 1%"
 	"loss 5%"
@@ -70,5 +62,4 @@ for imp in "${impairments[@]}"; do
 			echo "[ WARNING  ] netem: $imp: Soft-RoCE counted $send_err send errors on $PAIR_ME (a QP put in the error state on 6.12)"
 	done
 done
-sysctl -qw net.sdp.zcopy_cancel_ms="$cancel_ms"
 [ "$PAIR_ME" = a ] || tc -s qdisc show dev eth0 | head -3
