@@ -617,6 +617,15 @@ class RogueSource : public Rogue {
         o->sa = *sa;
     }
 
+    // The kernel's SrcAvail, the rogue's SendSM, the kernel's SrcAvailCancel.
+    void offer_then_send_sm(RoguePeer& r, Offer* o, int sndtimeo_ms = 0)
+    {
+        ASSERT_NO_FATAL_FAILURE(offer(r, o, 256 * kKiB, sndtimeo_ms));
+        ASSERT_TRUE(r.send_control(SDP_MID_SEND_SM)) << r.error();
+        EXPECT_TRUE(r.wait_for(SDP_MID_SRC_AVAIL_CANCEL, kDetectMs))
+            << "no SrcAvailCancel after SendSM; " << r.describe();
+    }
+
     // RDMA-read [vaddr + off, + len) of the offer: must fail with a remote
     // access error, and the kernel's send must fail.
     void read_outside(int64_t off, uint32_t len)
@@ -1446,10 +1455,7 @@ TEST_F(RogueSource, SendSmThenASlowAnswerKeepsTheConnection)
     SysctlOverride stall("tx_stall_ms", "1000");
     RoguePeer r;
     Offer o;
-    ASSERT_NO_FATAL_FAILURE(offer(r, &o));
-    ASSERT_TRUE(r.send_control(SDP_MID_SEND_SM)) << r.error();
-    EXPECT_TRUE(r.wait_for(SDP_MID_SRC_AVAIL_CANCEL, kDetectMs))
-        << "no SrcAvailCancel after SendSM; " << r.describe();
+    ASSERT_NO_FATAL_FAILURE(offer_then_send_sm(r, &o));
     r.pump_until([] { return false; }, 3 * kCancelMs);
     EXPECT_FALSE(o.call->wait(0)) << "send() returned before the cancel was answered: "
                                   << describe_call(o.call->wait(0));
@@ -1478,10 +1484,7 @@ TEST_F(RogueSource, SendSmThenNoAnswerEndsAtTheSendTimeout)
     RoguePeer r;
     Offer o;
     const auto t0 = std::chrono::steady_clock::now();
-    ASSERT_NO_FATAL_FAILURE(offer(r, &o, 256 * kKiB, kSndTimeoMs));
-    ASSERT_TRUE(r.send_control(SDP_MID_SEND_SM)) << r.error();
-    EXPECT_TRUE(r.wait_for(SDP_MID_SRC_AVAIL_CANCEL, kDetectMs))
-        << "no SrcAvailCancel after SendSM; " << r.describe();
+    ASSERT_NO_FATAL_FAILURE(offer_then_send_sm(r, &o, kSndTimeoMs));
     const auto res =
         bounded(*o.call, r, kSndTimeoMs + kCancelMs + kCancelSlackMs, "send() after SendSM");
     ASSERT_TRUE(res);
@@ -1502,10 +1505,7 @@ TEST_F(RogueSource, SendSmThenThePeerDiesEndsTheSend)
     SysctlOverride stall("tx_stall_ms", "1000");
     RoguePeer r;
     Offer o;
-    ASSERT_NO_FATAL_FAILURE(offer(r, &o));
-    ASSERT_TRUE(r.send_control(SDP_MID_SEND_SM)) << r.error();
-    EXPECT_TRUE(r.wait_for(SDP_MID_SRC_AVAIL_CANCEL, kDetectMs))
-        << "no SrcAvailCancel after SendSM; " << r.describe();
+    ASSERT_NO_FATAL_FAILURE(offer_then_send_sm(r, &o));
     ASSERT_TRUE(r.kill_qp()) << r.error();
     const auto t0 = std::chrono::steady_clock::now();
     constexpr int kLimitMs = 2 * 1000 + 8000; // as for the persist probe
