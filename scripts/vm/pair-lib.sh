@@ -14,6 +14,7 @@
 #   pair_request WHAT [SECS] ask the host (kill-a|kill-b|capture-on|off) and
 #                            wait until it is done
 #   pair_end RC              record this guest's end (for the peer's waits)
+#   pair_pins                the FOLL_PIN counts: "ACQUIRED RELEASED"
 #
 # Variables: PAIR_ME / PAIR_PEER (a or b), PAIR_ADDR / PAIR_PEER_ADDR (IPv4),
 # PAIR_ADDR6 / PAIR_PEER_ADDR6.
@@ -126,3 +127,11 @@ pair_rdma_quiet() {
 
 # A counter of /proc/net/sdpstats (0 when sdp.ko is not loaded).
 sdp_stat() { awk -v n="$1" '$1 == n || $1 == n":" { print $2; f = 1 } END { if (!f) print 0 }' /proc/net/sdpstats 2>/dev/null || echo 0; }
+
+# pair_pins: "ACQUIRED RELEASED", the kernel's exact FOLL_PIN page counts
+# (vm.stat_refresh folds the per-CPU deltas first).
+pair_pins() {
+	echo 1 > /proc/sys/vm/stat_refresh
+	awk '$1 == "nr_foll_pin_acquired" { a = $2 } $1 == "nr_foll_pin_released" { r = $2 }
+		END { print a + 0, r + 0 }' /proc/vmstat
+}

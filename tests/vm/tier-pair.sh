@@ -8,7 +8,9 @@
 #
 # Phases (default: all, in this order): wire, conformance, integrity, netem,
 # faults.
-# faults ends with guest b killed, so it must come last.
+# faults ends with guest b killed, so it must come last; b publishes its
+# status at the end of each phase and a fails with it, so that b's checks
+# decide the tier although b's exit status is lost to the kill.
 #
 # On a kernel with kmemleak and lockdep (the debug kernel, `make
 # pair-check-debug`), each guest that reaches the end checks that lockdep
@@ -25,6 +27,7 @@ io=$build/host/sdp_pair_io
 . scripts/vm/pair-lib.sh
 
 status=0
+peer_failed="" # the first phase in which b failed
 # The counters go with the results: what the phases did, which errors.
 trap 'pair_end "$status"; cat /proc/net/sdpstats > "$SDP_RESULTS/sdpstats.txt" 2>/dev/null || true' EXIT
 fail() { echo "[  FAILED  ] $*" >&2; status=1; }
@@ -63,6 +66,9 @@ lockdep_on() {
 kmemleak_scan() { echo scan > "$kml" && sleep 5 && echo scan > "$kml"; }
 
 pair_net_up
+# The FOLL_PIN counts before sdp.ko: phases that check pins count from here.
+pins_start=$(pair_pins)
+pair_log "pins before sdp.ko: $pins_start (acquired, released)"
 if [ -w "$kml" ]; then
 	# The kernel's own leaks from boot and the test bed's setup are not
 	# sdp's: the baseline is cleared before sdp.ko loads.
@@ -80,14 +86,21 @@ pair_sync up 120
 pair_log "up: $(ip -br addr show eth0 | tr -s ' ')"
 
 for phase in $phases; do
-	pair_log "phase $phase"
+	pair_log "phase $phase, pins so far: $(pair_pins)"
 	# shellcheck source=tests/vm/pair/wire.sh
 	. "tests/vm/pair/$phase.sh" || fail "phase $phase"
 	[ "$phase" = faults ] && break # b is dead
 	pair_sync "end-$phase" 900 || { fail "phase $phase: no rendezvous"; break; }
 	pair_put "status-$phase" "$status"
-	peer_status=$(pair_get "status-$phase" 60) || peer_status=1
+	peer_status=$(pair_get "status-$phase" 60) || peer_status=unknown
 	[ "$status$peer_status" = 00 ] || pair_diag
+	# a's verdict is the tier's: b's failures count there too, since b's
+	# own exit status is lost when the faults phase kills it.
+	# Reported once, at the first phase b failed in.
+	if [ "$PAIR_ME" = a ] && [ "$peer_status" != 0 ] && [ -z "$peer_failed" ]; then
+		peer_failed=$phase
+		fail "phase $phase: b failed checks of its own (status $peer_status; b's log)"
+	fi
 done
 if [ -w "$kml" ]; then
 	lockdep_on || fail "lockdep switched itself off (a report or a taint; see dmesg)"

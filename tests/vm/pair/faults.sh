@@ -36,6 +36,16 @@ serve() {
 
 t0=/tmp/faults-t0
 
+# Each step's FOLL_PIN balance in the log: where pins are acquired and
+# released (a leak or an over-release shows at its step).
+pins_last=$(pair_pins)
+pins_step() {
+	local now
+	now=$(pair_pins)
+	pair_log "pins in step $1: acquired $((${now% *} - ${pins_last% *})), released $((${now#* } - ${pins_last#* }))"
+	pins_last=$now
+}
+
 # Soft-RoCE retries for ever (it takes the retry count 7 so), so a dead peer
 # or link is found by the send-progress watch and keepalive: the watch is
 # shortened to 3 s here (15 s by default) to keep the steps short.
@@ -106,6 +116,7 @@ for step in short:0.4 long:4; do
 		fi
 	fi
 	pair_sync "link-$name-end" 120 || fail "faults: link $name: no rendezvous"
+	pins_step link-$name
 done
 
 # --- 1b. the CM's RTU is lost: the first message establishes the connection
@@ -178,6 +189,7 @@ else
 	fi
 fi
 pair_sync rtu-end 120 || fail "faults: lost RTU: no rendezvous"
+pins_step rtu
 
 # --- 2. the RDMA device goes away on one side during a transfer -------------
 if [ "$PAIR_ME" = b ]; then
@@ -193,8 +205,21 @@ if [ "$PAIR_ME" = b ]; then
 	kill "$srv" 2>/dev/null
 	wait "$srv" 2>/dev/null
 	pair_log "rxe removal, server: $(tr '\n' ' ' < /tmp/faults-srv-7302.log)"
-	grep -q . /proc/net/sdp 2>/dev/null && [ "$(grep -vc '^ *sl' /proc/net/sdp)" != 0 ] &&
-		{ fail "faults: rxe removed: sockets left on b"; cat /proc/net/sdp; }
+	# The server's sockets close with it; their teardown (the CM ids of a
+	# removed device) runs in the RDMA core's work queues: bounded, as
+	# every other leak check waits.
+	left=""
+	for i in $(seq 75); do
+		left=$(grep -v '^ *sl' /proc/net/sdp | tr -s ' ' | paste -sd ';')
+		[ -z "$left" ] && break
+		sleep 0.2
+	done
+	if [ -z "$left" ]; then
+		pass "faults: rxe removed: no socket left on b ($((i - 1)) polls of 0.2 s)"
+	else
+		fail "faults: rxe removed: sockets left on b 15 s after the server exited: $left"
+		dmesg | grep -E 'sdp|rxe|rdma' | tail -n 20 >&2
+	fi
 	rdma link add rxe0 type rxe netdev eth0
 	for _ in $(seq 50); do rdma link show rxe0/1 | grep -q ACTIVE && break; sleep 0.1; done
 	pair_mark rxe-back
@@ -214,6 +239,7 @@ else
 	pair_await rxe-back 60
 fi
 pair_sync rxe-end 120 || fail "faults: rxe: no rendezvous"
+pins_step rxe
 
 # --- 3. the peer's process exits: with unread data, with zero-copy offers ---
 # out, during a blocked receive; TCP is the oracle for each.
@@ -254,6 +280,7 @@ else
 	done
 fi
 pair_sync exit-end 120 || fail "faults: exit: no rendezvous"
+pins_step exit
 
 # --- 4. sdp.ko unloaded under live connections (a kernel consumer's) --------
 if [ "$PAIR_ME" = b ]; then
@@ -286,6 +313,7 @@ else
 	check /tmp/faults-rmmod.log 0 'EOF|ECONNRESET' 10 "peer's sdp.ko unloaded under a connection"
 fi
 pair_sync rmmod-end 120 || fail "faults: rmmod: no rendezvous"
+pins_step rmmod
 
 # --- 5. the peer vanishes (its guest is killed) -----------------------------
 # Connections in every state: streaming each way by bcopy and zero copy,
@@ -300,6 +328,9 @@ if [ "$PAIR_ME" = b ]; then
 	pair_await kill-a-listening 60
 	"$io" connect --family sdp --addr "$PAIR_PEER_ADDR" --port 7308 --plan connect \
 		--timeout 600 > /dev/null 2>&1 &
+	# a's verdict includes b's: b is killed before it could exit, and
+	# a asks for the kill as soon as it is ready.
+	pair_put status-faults "$status"
 	pair_await kill-ready 60
 	sleep 600 # until killed
 else
@@ -351,24 +382,29 @@ else
 		fail "faults: sockets left after the peer vanished"
 		cat /proc/net/sdp
 	fi
+	pins_step kill
 	# Exact counts: vm.stat_refresh folds the per-CPU deltas that
 	# /proc/vmstat would otherwise show late.  Equal within 10 s, as the
 	# single-guest gate asks.
+	# Counted from the start of the tier (pins_start, before sdp.ko was
+	# loaded).  A leak (more acquired than released) fails.  Full 6.12
+	# runs have ended with 9 to 12 more releases than acquisitions, every
+	# step of this phase balanced (the per-phase and per-step lines of
+	# the log locate it): not understood yet
+	# (Documentation/reliability.md), reported, not hidden.
 	for _ in $(seq 50); do
-		echo 1 > /proc/sys/vm/stat_refresh
-		acq=$(awk '$1 == "nr_foll_pin_acquired" { print $2 }' /proc/vmstat)
-		rel=$(awk '$1 == "nr_foll_pin_released" { print $2 }' /proc/vmstat)
+		read -r acq rel <<< "$(pair_pins)"
+		acq=$((acq - ${pins_start% *})) rel=$((rel - ${pins_start#* }))
 		[ "$acq" = "$rel" ] && break
 		sleep 0.2
 	done
-	# A leak (more acquired than released) fails.  6.12 ends this phase
-	# with ~10 more releases than acquisitions, 6.1 balanced: not
-	# understood yet (Documentation/reliability.md), reported, not hidden.
 	if [ "$acq" -gt "$rel" ]; then
-		fail "faults: pinned pages not released ($acq acquired, $rel released)"
+		fail "faults: pinned pages not released ($acq acquired, $rel released since the tier began)"
 	elif [ "$acq" != "$rel" ]; then
-		echo "[ WARNING  ] faults: nr_foll_pin_released exceeds nr_foll_pin_acquired by $((rel - acq)) ($acq, $rel)"
+		echo "[ WARNING  ] faults: nr_foll_pin_released exceeds nr_foll_pin_acquired by $((rel - acq)) since the tier began ($acq, $rel)"
 	fi
+	peer_status=$(pair_get status-faults 5) || peer_status=unknown
+	[ "$peer_status" = 0 ] || [ -n "$peer_failed" ] || fail "faults: b failed checks of its own before it was killed (status $peer_status; b's log)"
 	if rmmod sdp; then
 		pass "faults: after the peer vanished: no socket, no pin leaked ($acq acquired, $rel released), sdp.ko unloads"
 	else
