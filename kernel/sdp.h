@@ -112,6 +112,8 @@ extern int sysctl_sdp_max_half_open; /* a listener's connections before RTU */
 extern int sysctl_sdp_max_conns; /* connections with RDMA resources */
 extern int sysctl_sdp_tx_stall_ms; /* a send stuck this long resets */
 extern int sysctl_sdp_ack_timeout; /* QP local ACK timeout exponent, 0: CM's */
+extern int sysctl_sdp_fallback;	   /* default policy: 1 SDP, else TCP */
+extern int sysctl_sdp_fallback_ms; /* no REP this long: TCP */
 extern atomic_t sdp_conns;
 
 /* ---- rings ------------------------------------------------------------------ */
@@ -380,6 +382,25 @@ struct sdp_sock {
 	u8 keepalive_probes;
 	unsigned long last_rx_jiffies;
 
+	/*
+	 * Fallback to TCP (sdp_fallback.c).  tcp: the kernel TCP socket
+	 * this socket owns, created by connect() under the socket lock for
+	 * a policy that may need it, released with the socket.  use_tcp:
+	 * set once, with release, when tcp carries the connection; from
+	 * then on every call forwards to tcp (readers: smp_load_acquire,
+	 * no lock), and tcp never changes.  The saved callbacks are tcp's
+	 * own, under its sk_callback_lock.
+	 */
+	struct socket *tcp;
+	bool use_tcp;
+	u8 policy;	     /* SDP_POLICY_*; getsockopt() reads it */
+	u8 fallback_reason;  /* SDP_FB_*; WRITE_ONCE (getsockopt, /proc) */
+	bool fallback_armed; /* fallback_work pending */
+	void (*tcp_state_change)(struct sock *sk);
+	void (*tcp_data_ready)(struct sock *sk);
+	void (*tcp_write_space)(struct sock *sk);
+	void (*tcp_error_report)(struct sock *sk);
+
 	/* Listening socket: its own socket lock.  poll() looks at the accept
 	 * queue without it (list_empty_careful()).
 	 */
@@ -436,6 +457,7 @@ struct sdp_sock {
 	struct delayed_work zc_grace_work; /* an offer waits for a reader */
 	struct delayed_work tx_watch_work; /* sends that never complete */
 	struct delayed_work comm_est_work; /* tell the CM of a lost RTU */
+	struct delayed_work fallback_work; /* no answer: go on over TCP */
 	struct mutex res_lock; /* serialises resource teardown */
 	struct sock *self; /* this sock (a failed clone is a copy: not) */
 	struct list_head list_node; /* /proc/net/sdp: sdp_sock_list_lock */
@@ -501,6 +523,12 @@ enum sdp_counter {
 	SDP_CNT_ERR_TRANSPORT,
 	SDP_CNT_ERR_RESOURCES,
 	SDP_CNT_HALF_OPEN_EVICTED,
+	SDP_CNT_FALLBACK_POLICY, /* connects that went over TCP, by reason */
+	SDP_CNT_FALLBACK_NO_ROUTE,
+	SDP_CNT_FALLBACK_REJECTED,
+	SDP_CNT_FALLBACK_BUSY,
+	SDP_CNT_FALLBACK_TIMEOUT,
+	SDP_CNT_FALLBACK_RESOURCES,
 	SDP_CNT_KEEPALIVE_PROBES,
 	SDP_CNT_PERSIST_PROBES,
 	SDP_CNT_CPU_COPY_BYTES,
@@ -628,6 +656,37 @@ void sdp_zc_sq_progress(struct sock *sk);
 bool sdp_zc_src_offered(struct sdp_sock *ssk);
 int sdp_zc_recv_sq_wait(struct sock *sk);
 void sdp_zc_grace_work(struct work_struct *work);
+
+/* sdp_fallback.c */
+static inline bool sdp_fallen_back(const struct sock *sk)
+{
+	/* Pairs with the release in sdp_fb_use(): tcp is set up. */
+	return smp_load_acquire(&sdp_sk(sk)->use_tcp);
+}
+
+int sdp_fb_prepare(struct sock *sk, int family);
+void sdp_fb_arm(struct sock *sk);
+void sdp_fb_disarm(struct sock *sk);
+bool sdp_fb_try(struct sock *sk, int end);
+void sdp_fb_work(struct work_struct *work);
+void sdp_fb_release(struct sock *sk);
+int sdp_fb_connect(struct socket *sock, struct sockaddr *addr, int len,
+		   int flags);
+__poll_t sdp_fb_poll(struct file *file, struct socket *sock,
+		     struct poll_table_struct *wait);
+int sdp_fb_sendmsg(struct socket *sock, struct msghdr *msg, size_t len);
+int sdp_fb_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
+		   int flags);
+int sdp_fb_shutdown(struct socket *sock, int how);
+int sdp_fb_getname(struct socket *sock, struct sockaddr *addr, int peer);
+int sdp_fb_ioctl(struct socket *sock, unsigned int cmd, unsigned long arg);
+int sdp_fb_setsockopt(struct socket *sock, int level, int optname,
+		      sockptr_t optval, unsigned int optlen);
+int sdp_fb_getsockopt(struct socket *sock, int level, int optname,
+		      char __user *optval, int __user *optlen);
+
+/* sdp_cm.c: end the SDP attempt of a socket that went over TCP. */
+void sdp_cm_abandon(struct sock *sk);
 
 /* sdp_proc.c */
 int sdp_proc_init(void);

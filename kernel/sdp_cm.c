@@ -112,6 +112,24 @@ static int sdp_cm_errno(struct rdma_cm_event *ev)
 	}
 }
 
+/* How a failed connect attempt ended, for sdp_core_fallback_reason(). */
+static int sdp_cm_end(const struct rdma_cm_event *ev)
+{
+	switch (ev->event) {
+	case RDMA_CM_EVENT_REJECTED:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+		return SDP_CORE_CE_REJECTED;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+		return ev->status == -ETIMEDOUT ? SDP_CORE_CE_NO_ANSWER :
+						  SDP_CORE_CE_NO_ROUTE;
+	case RDMA_CM_EVENT_UNREACHABLE:
+		return SDP_CORE_CE_NO_ANSWER;
+	default:
+		return SDP_CORE_CE_LOST;
+	}
+}
+
 /*
  * Take the CM id away from the socket and free the RDMA resources bound to
  * its device.  Returns whether this call did it (false: somebody else
@@ -256,6 +274,12 @@ static void sdp_connected(struct sock *sk)
 
 	sock_owned_by_me(sk);
 
+	sdp_fb_disarm(sk);
+	if (ssk->tcp) {
+		/* SDP carries the connection: the spare TCP socket goes. */
+		sock_release(ssk->tcp);
+		ssk->tcp = NULL;
+	}
 	ssk->seg_max = sdp_core_seg_max(&ssk->core);
 	ssk->established_once = true;
 	ssk->last_rx_jiffies = jiffies;
@@ -525,6 +549,7 @@ static void sdp_cm_process(struct sock *sk, const struct sdp_cm_ev *e)
 		.event = e->event,
 		.status = e->status,
 	};
+	int end = SDP_CORE_CE_LOST; /* how the attempt ended, for fallback */
 	int err = 0;
 
 	lock_sock(sk);
@@ -564,11 +589,14 @@ static void sdp_cm_process(struct sock *sk, const struct sdp_cm_ev *e)
 		err = rdma_resolve_route(id, sysctl_sdp_connect_timeout_ms);
 		if (err)
 			err = ENETUNREACH;
+		end = SDP_CORE_CE_NO_ROUTE;
 		break;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
 		err = sdp_cm_route_resolved(sk, id);
 		if (err)
 			err = err == -ENOMEM ? ENOBUFS : ENETUNREACH;
+		end = err == ENOBUFS ? SDP_CORE_CE_RESOURCES :
+				       SDP_CORE_CE_NO_ROUTE;
 		break;
 	case RDMA_CM_EVENT_ESTABLISHED:
 		if (ssk->parent) {
@@ -579,6 +607,7 @@ static void sdp_cm_process(struct sock *sk, const struct sdp_cm_ev *e)
 			ev.param.conn.private_data = ssk->cm_hello_ack;
 			ev.param.conn.private_data_len = ssk->cm_hello_ack_len;
 			err = -sdp_cm_established_active(sk, &ev);
+			end = SDP_CORE_CE_NOT_SDP;
 		}
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
@@ -588,6 +617,7 @@ static void sdp_cm_process(struct sock *sk, const struct sdp_cm_ev *e)
 		if (e->rej_nobufs) {
 			SDP_INC(SDP_CNT_ERR_RESOURCES);
 			err = ENOBUFS;
+			end = SDP_CORE_CE_BUSY;
 			break;
 		}
 		fallthrough;
@@ -597,6 +627,7 @@ static void sdp_cm_process(struct sock *sk, const struct sdp_cm_ev *e)
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		err = sdp_cm_errno(&ev);
+		end = sdp_cm_end(&ev);
 		break;
 	default:
 		break;
@@ -605,12 +636,41 @@ static void sdp_cm_process(struct sock *sk, const struct sdp_cm_ev *e)
 		release_sock(sk);
 		return;
 	}
+	/* A connect SDP cannot carry may go on over TCP (sdp_fallback.c). */
+	if (!ssk->parent && sk->sk_state == TCP_SYN_SENT &&
+	    sdp_fb_try(sk, end)) {
+		release_sock(sk);
+		goto drop_id;
+	}
 
 	/* Fatal for this connection: report and free the RDMA side. */
 	sdp_set_error(sk, err);
 	release_sock(sk);
 drop_id:
 	if (sdp_cm_detach_res(sk, id)) {
+		rdma_destroy_id(id);
+		sdp_cm_purge(sk, id);
+		sdp_cm_put_detached(sk, false);
+	}
+}
+
+/*
+ * The socket went over TCP while its SDP attempt was under way (the
+ * fallback timer): the attempt's id and resources go, as after a failure;
+ * a REP that comes later finds no id.  cm_ev_mutex held, as in
+ * sdp_cm_work(); not the socket lock.
+ */
+void sdp_cm_abandon(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct rdma_cm_id *id;
+
+	lockdep_assert_held(&ssk->cm_ev_mutex);
+
+	lock_sock(sk);
+	id = ssk->cm_id;
+	release_sock(sk);
+	if (id && sdp_cm_detach_res(sk, id)) {
 		rdma_destroy_id(id);
 		sdp_cm_purge(sk, id);
 		sdp_cm_put_detached(sk, false);

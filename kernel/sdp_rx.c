@@ -435,6 +435,9 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 	int target, err = 0, thresh;
 	long timeo;
 
+	if (sdp_fallen_back(sk))
+		return sdp_fb_recvmsg(sock, msg, len, flags);
+
 	if (flags & MSG_ERRQUEUE)
 		return -EAGAIN;
 

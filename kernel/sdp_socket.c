@@ -59,6 +59,7 @@ void sdp_set_error(struct sock *sk, int err)
 {
 	sock_owned_by_me(sk);
 
+	sdp_fb_disarm(sk);
 	WRITE_ONCE(sk->sk_err, err);
 	if (sk->sk_state != TCP_CLOSE && sk->sk_state != TCP_LISTEN &&
 	    sk->sk_state != TCP_SYN_SENT)
@@ -108,11 +109,14 @@ static void sdp_sk_init_priv(struct sock *sk)
 	INIT_DELAYED_WORK(&ssk->zc_grace_work, sdp_zc_grace_work);
 	INIT_DELAYED_WORK(&ssk->tx_watch_work, sdp_tx_watch_work);
 	INIT_DELAYED_WORK(&ssk->comm_est_work, sdp_comm_est_work);
+	INIT_DELAYED_WORK(&ssk->fallback_work, sdp_fb_work);
 	mutex_init(&ssk->res_lock);
 	ssk->keepidle = SDP_KEEPIDLE_DEFAULT;
 	ssk->keepintvl = SDP_KEEPINTVL_DEFAULT;
 	ssk->keepcnt = SDP_KEEPCNT_DEFAULT;
 	ssk->zcopy_thresh = -1;
+	ssk->policy = READ_ONCE(sysctl_sdp_fallback) ? SDP_POLICY_FALLBACK :
+						       SDP_POLICY_SDP;
 }
 
 /* A new SDP sock, for socket(). */
@@ -217,6 +221,8 @@ static int sdp_release(struct socket *sock)
 	if (!sk)
 		return 0;
 
+	/* No call runs on the socket any more: TCP's goes first. */
+	sdp_fb_release(sk);
 	lock_sock(sk);
 	sdp_set_keepalive(sk, 0);
 	sdp_orphan_close(sk, &destroy_now);
@@ -440,6 +446,9 @@ static int sdp_bind(struct socket *sock, struct sockaddr *uaddr, int len)
 	struct sockaddr_storage addr;
 	int err;
 
+	if (sdp_fallen_back(sk)) /* connected or connecting, as TCP says */
+		return -EINVAL;
+
 	err = sdp_check_addr(uaddr, len, &addr);
 	if (err)
 		return err;
@@ -476,6 +485,9 @@ static int sdp_getname(struct socket *sock, struct sockaddr *uaddr, int peer)
 	struct sockaddr_storage *a = peer ? &ssk->remote : &ssk->local;
 	int len;
 
+	if (sdp_fallen_back(sk))
+		return sdp_fb_getname(sock, uaddr, peer);
+
 	lock_sock(sk);
 	/* The state as of the completions already delivered. */
 	sdp_process_completions(sk, true);
@@ -511,6 +523,9 @@ static int sdp_listen(struct socket *sock, int backlog)
 	struct sock *sk = sock->sk;
 	struct sdp_sock *ssk = sdp_sk(sk);
 	int err;
+
+	if (sdp_fallen_back(sk))
+		return -EINVAL;
 
 	lock_sock(sk);
 	err = -EINVAL;
@@ -568,6 +583,9 @@ static int sdp_do_accept(struct socket *sock, struct socket *newsock,
 	struct sdp_sock *ssk = sdp_sk(sk);
 	long timeo;
 	int err = 0;
+
+	if (sdp_fallen_back(sk))
+		return -EINVAL;
 
 	lock_sock(sk);
 	timeo = sock_rcvtimeo(sk, flags & O_NONBLOCK);
@@ -635,6 +653,8 @@ static int sdp_connect(struct socket *sock, struct sockaddr *raddr, int len,
 	long timeo;
 	int err;
 
+	if (sdp_fallen_back(sk))
+		return sdp_fb_connect(sock, raddr, len, flags);
 	if (len >= (int)sizeof(sa_family_t) && raddr->sa_family == AF_UNSPEC) {
 		lock_sock(sk);
 		err = 0;
@@ -674,6 +694,18 @@ static int sdp_connect(struct socket *sock, struct sockaddr *raddr, int len,
 			sdp_destroy_resources(sk);
 			lock_sock(sk);
 		}
+		if (ssk->policy != SDP_POLICY_SDP) {
+			/* The TCP socket a fallback needs, made here, in
+			 * the caller's context (sdp_fallback.c).
+			 */
+			err = sdp_fb_prepare(sk, uaddr->sa_family);
+			if (err)
+				goto out;
+		}
+		memcpy(&ssk->remote, uaddr, uaddr->sa_family == AF_INET6 ?
+		       sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
+		if (sdp_fb_try(sk, SDP_CORE_CE_START))
+			goto fell_back;
 		if (!ssk->cm_id) {
 			ssk->cm_id = sdp_cm_create_id(sk);
 			if (IS_ERR(ssk->cm_id)) {
@@ -685,8 +717,6 @@ static int sdp_connect(struct socket *sock, struct sockaddr *raddr, int len,
 				ssk->local.ss_family = uaddr->sa_family;
 		}
 		sdp_canon_addr(&dst, uaddr);
-		memcpy(&ssk->remote, uaddr, uaddr->sa_family == AF_INET6 ?
-		       sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
 		WRITE_ONCE(sk->sk_err, 0);
 		WRITE_ONCE(sk->sk_shutdown, 0);
 		sock_reset_flag(sk, SOCK_DONE);
@@ -697,9 +727,13 @@ static int sdp_connect(struct socket *sock, struct sockaddr *raddr, int len,
 			sdp_set_state(sk, TCP_CLOSE);
 			err = err == -ENODEV || err == -EADDRNOTAVAIL ?
 				      -ENETUNREACH : err;
+			if (err == -ENETUNREACH &&
+			    sdp_fb_try(sk, SDP_CORE_CE_NO_ROUTE))
+				goto fell_back;
 			goto out;
 		}
 		sock->state = SS_CONNECTING;
+		sdp_fb_arm(sk);
 		err = -EINPROGRESS;
 		break;
 	}
@@ -723,6 +757,12 @@ static int sdp_connect(struct socket *sock, struct sockaddr *raddr, int len,
 							-EINPROGRESS;
 			goto out;
 		}
+	}
+fell_back:
+	if (sdp_fallen_back(sk)) {
+		/* TCP's connect, under way or to start: wait for it. */
+		release_sock(sk);
+		return sdp_fb_connect(sock, raddr, len, flags);
 	}
 	if (sk->sk_state == TCP_CLOSE) {
 		err = sock_error(sk) ?: -ECONNABORTED;
@@ -758,6 +798,9 @@ static __poll_t sdp_poll(struct file *file, struct socket *sock,
 	int state = READ_ONCE(sk->sk_state);
 	u8 shutdown;
 	__poll_t mask = 0;
+
+	if (sdp_fallen_back(sk))
+		return sdp_fb_poll(file, sock, wait);
 
 	sock_poll_wait(file, sock, wait);
 
@@ -808,6 +851,9 @@ static int sdp_ioctl(struct socket *sock, unsigned int cmd, unsigned long arg)
 	struct sdp_sock *ssk = sdp_sk(sk);
 	int answ;
 
+	if (sdp_fallen_back(sk))
+		return sdp_fb_ioctl(sock, cmd, arg);
+
 	switch (cmd) {
 	case SIOCINQ:
 		if (sk->sk_state == TCP_LISTEN)
@@ -849,6 +895,9 @@ static int sdp_shutdown(struct socket *sock, int how)
 	struct sock *sk = sock->sk;
 	struct sdp_sock *ssk = sdp_sk(sk);
 	int err = 0;
+
+	if (sdp_fallen_back(sk))
+		return sdp_fb_shutdown(sock, how);
 
 	/* SHUT_RD (0) .. SHUT_RDWR (2) become RCV_SHUTDOWN/SEND_SHUTDOWN bits. */
 	how++;
@@ -914,6 +963,43 @@ static void sdp_set_keepalive(struct sock *sk, int on)
 		sock_put(sk); /* the reference the pending work held */
 }
 
+/*
+ * SDP_TRANSPORT_POLICY: before connect() only (a socket connecting or
+ * connected has chosen); TCP only is for connect(), not yet for listen().
+ */
+static int sdp_set_policy(struct socket *sock, sockptr_t optval,
+			  unsigned int optlen)
+{
+	struct sock *sk = sock->sk;
+	int val, err = 0;
+
+	if (optlen < sizeof(int))
+		return -EINVAL;
+	if (copy_from_sockptr(&val, optval, sizeof(val)))
+		return -EFAULT;
+	if (val != SDP_POLICY_SDP && val != SDP_POLICY_FALLBACK &&
+	    val != SDP_POLICY_TCP)
+		return -EINVAL;
+	lock_sock(sk);
+	if (sdp_fallen_back(sk) || sock->state != SS_UNCONNECTED ||
+	    sk->sk_state != TCP_CLOSE)
+		err = -EISCONN;
+	else
+		WRITE_ONCE(sdp_sk(sk)->policy, val);
+	release_sock(sk);
+	return err;
+}
+
+/* SDP_TRANSPORT: what carries the connection now. */
+static int sdp_transport(struct sock *sk)
+{
+	if (sdp_fallen_back(sk))
+		return SDP_TRANSPORT_TCP;
+	if (sdp_established(sk) || READ_ONCE(sdp_sk(sk)->established_once))
+		return SDP_TRANSPORT_SDP;
+	return SDP_TRANSPORT_NONE;
+}
+
 static int sdp_setsockopt(struct socket *sock, int level, int optname,
 			  sockptr_t optval, unsigned int optlen)
 {
@@ -921,6 +1007,10 @@ static int sdp_setsockopt(struct socket *sock, int level, int optname,
 	struct sdp_sock *ssk = sdp_sk(sk);
 	int val, err = 0;
 
+	if (level == SOL_SDP && optname == SDP_TRANSPORT_POLICY)
+		return sdp_set_policy(sock, optval, optlen);
+	if (sdp_fallen_back(sk) && level != SOL_SDP)
+		return sdp_fb_setsockopt(sock, level, optname, optval, optlen);
 	if (level == SOL_IPV6 && optname == IPV6_V6ONLY) {
 		if (optlen < sizeof(int))
 			return -EINVAL;
@@ -1012,7 +1102,15 @@ static int sdp_getsockopt(struct socket *sock, int level, int optname,
 			return -EFAULT;
 		return 0;
 	}
-	if (level == SOL_IPV6 && optname == IPV6_V6ONLY) {
+	if (sdp_fallen_back(sk) && level != SOL_SDP)
+		return sdp_fb_getsockopt(sock, level, optname, optval, optlen);
+	if (level == SOL_SDP && optname == SDP_TRANSPORT_POLICY) {
+		val = READ_ONCE(ssk->policy);
+	} else if (level == SOL_SDP && optname == SDP_TRANSPORT) {
+		val = sdp_transport(sk);
+	} else if (level == SOL_SDP && optname == SDP_FALLBACK_REASON) {
+		val = READ_ONCE(ssk->fallback_reason);
+	} else if (level == SOL_IPV6 && optname == IPV6_V6ONLY) {
 		val = ssk->v6only;
 	} else if (level == SOL_SDP && optname != SDP_ZCOPY_THRESH) {
 		return -ENOPROTOOPT;

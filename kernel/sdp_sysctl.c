@@ -26,6 +26,12 @@ int sysctl_sdp_max_half_open = 32;
 int sysctl_sdp_max_conns = 65536;
 int sysctl_sdp_tx_stall_ms = 15000;
 int sysctl_sdp_ack_timeout = 15;
+/*
+ * Off until the listener's side of the fallback is built (issue 11): an
+ * SDP listener does not accept TCP clients yet.
+ */
+int sysctl_sdp_fallback;
+int sysctl_sdp_fallback_ms = 500;
 
 static int sdp_buf_min = 1024;
 static int sdp_buf_max = 262144;
@@ -174,6 +180,28 @@ static struct ctl_table sdp_sysctl_table[] = {
 		.proc_handler = proc_dointvec_minmax,
 		.extra1 = &sdp_zero,
 		.extra2 = &sdp_ack_timeout_max,
+	},
+	{
+		/* New sockets' SDP_TRANSPORT_POLICY: 0 SDP only, 1 SDP
+		 * else TCP (Documentation/fallback.md).
+		 */
+		.procname = "fallback",
+		.data = &sysctl_sdp_fallback,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_zero,
+		.extra2 = &sdp_one,
+	},
+	{
+		/* No REP this long after connect(): TCP (0: the CM decides). */
+		.procname = "fallback_ms",
+		.data = &sysctl_sdp_fallback_ms,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_zero,
+		.extra2 = &sdp_ms_max,
 	},
 	{
 		/* Connections with RDMA resources (a QP each), host-wide. */

@@ -411,6 +411,9 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 	long timeo;
 	int err = 0;
 
+	if (sdp_fallen_back(sk))
+		return sdp_fb_sendmsg(sock, msg, size);
+
 	lock_sock(sk);
 	timeo = sock_sndtimeo(sk, flags & MSG_DONTWAIT);
 	/* Zero copy for large blocking sends; urgent data goes by bcopy. */
@@ -418,6 +421,11 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 	zcopy = timeo && !(flags & MSG_OOB) && thresh > 0 && size >= thresh;
 	if (!((1 << sk->sk_state) & (TCPF_ESTABLISHED | TCPF_CLOSE_WAIT))) {
 		err = sdp_wait_connected(sk, &timeo);
+		if (!err && sdp_fallen_back(sk)) {
+			/* The connect went over TCP meanwhile: TCP sends. */
+			release_sock(sk);
+			return sdp_fb_sendmsg(sock, msg, size);
+		}
 		if (err)
 			goto do_error;
 		if (!((1 << sk->sk_state) & (TCPF_ESTABLISHED | TCPF_CLOSE_WAIT))) {

@@ -36,6 +36,33 @@
 /* struct sdp_sock_stats (getsockopt only): this socket's transfer counters. */
 #define SDP_STATS 82
 
+/*
+ * int: which transport connect() may use (Documentation/fallback.md).  Set
+ * before connect(); the default is net.sdp.fallback (0: SDP only, 1: SDP,
+ * else TCP).  A socket that falls back goes on as a TCP connection on the
+ * same file descriptor: every later call behaves as on TCP.
+ */
+#define SDP_TRANSPORT_POLICY 83
+#define SDP_POLICY_SDP 0      /* SDP only: what SDP cannot carry fails */
+#define SDP_POLICY_FALLBACK 1 /* SDP, else TCP */
+#define SDP_POLICY_TCP 2      /* TCP only (connect(); not listen() yet) */
+
+/* int (getsockopt only): the transport of the socket's connection. */
+#define SDP_TRANSPORT 84
+#define SDP_TRANSPORT_NONE 0 /* none yet, or the connect failed */
+#define SDP_TRANSPORT_SDP 1
+#define SDP_TRANSPORT_TCP 2
+
+/* int (getsockopt only): why the socket went over TCP, 0 if it did not. */
+#define SDP_FALLBACK_REASON 85
+#define SDP_FB_NONE 0
+#define SDP_FB_POLICY 1	   /* SDP_POLICY_TCP */
+#define SDP_FB_NO_ROUTE 2  /* no RDMA device or route to the destination */
+#define SDP_FB_REJECTED 3  /* the peer's CM refused: no SDP listener there */
+#define SDP_FB_BUSY 4	   /* the peer's SDP listener had no resources */
+#define SDP_FB_TIMEOUT 5   /* no answer within net.sdp.fallback_ms */
+#define SDP_FB_RESOURCES 6 /* no QP, CQ, memory or memlock here */
+
 #ifndef __KERNEL__
 #include <stdint.h>
 #define __sdp_u64 uint64_t

@@ -196,6 +196,50 @@ unsigned int sdp_core_state(const struct sdp_core_conn *c);
 unsigned int sdp_core_tx_credits(const struct sdp_core_conn *c);
 unsigned int sdp_core_data_in_flight(const struct sdp_core_conn *c);
 
+/* ---- connect: SDP or TCP ------------------------------------------------- */
+
+/*
+ * A socket's transport policy (the values of the UAPI's SDP_POLICY_*), and
+ * why its connection went over TCP (SDP_FB_*, same values; the glue checks
+ * that they agree at build time).
+ */
+enum sdp_core_policy {
+	SDP_CORE_POLICY_SDP = 0,
+	SDP_CORE_POLICY_FALLBACK = 1,
+	SDP_CORE_POLICY_TCP = 2,
+};
+
+enum sdp_core_fallback {
+	SDP_CORE_FB_NONE = 0,
+	SDP_CORE_FB_POLICY = 1,
+	SDP_CORE_FB_NO_ROUTE = 2,
+	SDP_CORE_FB_REJECTED = 3,
+	SDP_CORE_FB_BUSY = 4,
+	SDP_CORE_FB_TIMEOUT = 5,
+	SDP_CORE_FB_RESOURCES = 6,
+};
+
+/* How an SDP connect attempt ended, as the host saw it. */
+enum sdp_core_connect_end {
+	SDP_CORE_CE_START = 0,	     /* connect() called: nothing tried yet */
+	SDP_CORE_CE_NO_ROUTE = 1,    /* address or route resolution failed */
+	SDP_CORE_CE_REJECTED = 2,    /* the peer's CM rejected the REQ */
+	SDP_CORE_CE_BUSY = 3,	     /* rejected by a listener short of resources */
+	SDP_CORE_CE_NO_ANSWER = 4,   /* the CM or our fallback bound timed out */
+	SDP_CORE_CE_RESOURCES = 5,   /* no QP, CQ, memory or memlock here */
+	SDP_CORE_CE_NOT_SDP = 6,     /* the peer answered, but not as SDP */
+	SDP_CORE_CE_LOST = 7,	     /* device removed, connection reset */
+};
+
+/*
+ * Whether a connect that ended so goes on over TCP: the SDP_CORE_FB_*
+ * reason, or SDP_CORE_FB_NONE for the host to report the failure as SDP
+ * does.  A peer that answered as something other than SDP, or a
+ * connection lost after the peer accepted it, is not retried over TCP:
+ * the peer did take the connection.
+ */
+int sdp_core_fallback_reason(int policy, int end);
+
 /* ---- zero copy ------------------------------------------------------------ */
 
 /*

@@ -56,6 +56,8 @@ fi
 # scenarios' transfers go by RDMA Read/Write, and with zero copy off.
 grep -q '^sdp ' /proc/modules || insmod "$SDP_MODULE"
 "$build/host/sdp_vm_rdma_tests" --gtest_color=no || status=1
+# Fallback to TCP on the same socket: its TCP-differential checks.
+"$build/host/sdp_vm_fallback_tests" --gtest_color=no || status=1
 "$build/host/sdp_vm_zcopy_tests" --gtest_color=no || status=1
 # In-kernel consumers: tests/kmod/sdp_kecho.ko (scripts/build-test-module.sh).
 SDP_KECHO_MODULE=$build/kmod-tests/$kver/sdp_kecho.ko \

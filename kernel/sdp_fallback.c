@@ -1,0 +1,571 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Fallback to TCP on the same socket (Documentation/fallback.md).
+ *
+ * A socket whose policy allows TCP owns a TCP socket from connect() on,
+ * created in the caller's context (its credentials, namespace and memory
+ * cgroup).  When the core says that the SDP attempt's end calls for TCP
+ * (sdp_core_fallback_reason()), the SDP attempt is dropped and the TCP
+ * socket connects to the same destination with the options the
+ * application set; from then on every proto_op of the SDP socket forwards
+ * to it, and the socket's struct file never changes.
+ *
+ * Waiters never move.  They sleep on the SDP socket's wait queue (a
+ * blocked connect(), poll(), every epoll registration, level- or
+ * edge-triggered); the TCP socket's callbacks run TCP's own and then wake
+ * the SDP queue with the same poll mask, and poll() of the SDP socket
+ * returns the TCP socket's mask.
+ *
+ * Locking: ssk->tcp, the policy and the reason change under the SDP
+ * socket lock; use_tcp is set once, with release, after everything the
+ * forwarding needs is in place, and is never cleared; the forwarded calls
+ * read it with acquire and then use tcp without the SDP lock (TCP has its
+ * own).  The callbacks find the SDP socket through the TCP socket's
+ * sk_user_data, under its sk_callback_lock; sdp_fb_release() restores
+ * TCP's callbacks under that lock before the SDP socket can go away.
+ */
+#include <linux/net.h>
+#include <linux/poll.h>
+#include <linux/tcp.h>
+#include <net/sock.h>
+#include <net/tcp.h>
+
+#include "sdp.h"
+
+static_assert(SDP_POLICY_SDP == SDP_CORE_POLICY_SDP);
+static_assert(SDP_POLICY_FALLBACK == SDP_CORE_POLICY_FALLBACK);
+static_assert(SDP_POLICY_TCP == SDP_CORE_POLICY_TCP);
+static_assert(SDP_FB_POLICY == SDP_CORE_FB_POLICY);
+static_assert(SDP_FB_NO_ROUTE == SDP_CORE_FB_NO_ROUTE);
+static_assert(SDP_FB_REJECTED == SDP_CORE_FB_REJECTED);
+static_assert(SDP_FB_BUSY == SDP_CORE_FB_BUSY);
+static_assert(SDP_FB_TIMEOUT == SDP_CORE_FB_TIMEOUT);
+static_assert(SDP_FB_RESOURCES == SDP_CORE_FB_RESOURCES);
+
+/* ---- the TCP socket ------------------------------------------------------- */
+
+/*
+ * connect() with a policy that may need TCP: the TCP socket, in the
+ * caller's context.  Socket lock held.
+ */
+int sdp_fb_prepare(struct sock *sk, int family)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct socket *tcp;
+	int err;
+
+	sock_owned_by_me(sk);
+
+	if (ssk->tcp && ssk->tcp->sk->sk_family == family)
+		return 0;
+	if (ssk->tcp) {
+		/* An earlier attempt for the other family: never used. */
+		sock_release(ssk->tcp);
+		ssk->tcp = NULL;
+	}
+	/* Not a kernel socket: it holds the namespace as the user's does. */
+	err = __sock_create(sock_net(sk), family, SOCK_STREAM, IPPROTO_TCP,
+			    &tcp, 0);
+	if (err)
+		return err;
+	ssk->tcp = tcp;
+	return 0;
+}
+
+/* The socket-level options (SOL_SOCKET) of the SDP socket, onto TCP's. */
+static void sdp_fb_copy_sol(struct sock *sk, struct sock *tsk)
+{
+	lock_sock(tsk);
+	if (sk->sk_userlocks & SOCK_SNDBUF_LOCK)
+		WRITE_ONCE(tsk->sk_sndbuf, READ_ONCE(sk->sk_sndbuf));
+	if (sk->sk_userlocks & SOCK_RCVBUF_LOCK)
+		WRITE_ONCE(tsk->sk_rcvbuf, READ_ONCE(sk->sk_rcvbuf));
+	tsk->sk_userlocks |= sk->sk_userlocks &
+			     (SOCK_SNDBUF_LOCK | SOCK_RCVBUF_LOCK);
+	WRITE_ONCE(tsk->sk_rcvtimeo, READ_ONCE(sk->sk_rcvtimeo));
+	WRITE_ONCE(tsk->sk_sndtimeo, READ_ONCE(sk->sk_sndtimeo));
+	WRITE_ONCE(tsk->sk_rcvlowat, READ_ONCE(sk->sk_rcvlowat));
+	WRITE_ONCE(tsk->sk_mark, READ_ONCE(sk->sk_mark));
+	WRITE_ONCE(tsk->sk_priority, READ_ONCE(sk->sk_priority));
+	tsk->sk_bound_dev_if = READ_ONCE(sk->sk_bound_dev_if);
+	if (sock_flag(sk, SOCK_LINGER)) {
+		sock_set_flag(tsk, SOCK_LINGER);
+		WRITE_ONCE(tsk->sk_lingertime, READ_ONCE(sk->sk_lingertime));
+	}
+	if (sock_flag(sk, SOCK_URGINLINE))
+		sock_set_flag(tsk, SOCK_URGINLINE);
+	if (sk->sk_reuse)
+		tsk->sk_reuse = SK_CAN_REUSE;
+	release_sock(tsk);
+	/* Takes the TCP socket's lock itself. */
+	if (sock_flag(sk, SOCK_KEEPOPEN) && !sock_flag(tsk, SOCK_KEEPOPEN))
+		sock_set_keepalive(tsk);
+}
+
+/*
+ * Kernels without SOCK_CUSTOM_SOCKOPT (6.1) give SOL_SOCKET options to the
+ * SDP socket even once it forwards everything else: TCP gets them before
+ * each forwarded call that uses them (timeouts, linger, keepalive).
+ */
+static void sdp_fb_follow_sol(struct sock *sk, struct socket *tcp)
+{
+#ifndef SOCK_CUSTOM_SOCKOPT
+	sdp_fb_copy_sol(sk, tcp->sk);
+#endif
+}
+
+/* What the application set on the SDP socket, onto the TCP socket. */
+static void sdp_fb_copy_options(struct sock *sk, struct sock *tsk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sdp_fb_copy_sol(sk, tsk);
+	/* These take the TCP socket's lock themselves. */
+	tcp_sock_set_keepidle(tsk, ssk->keepidle);
+	tcp_sock_set_keepintvl(tsk, ssk->keepintvl);
+	tcp_sock_set_keepcnt(tsk, ssk->keepcnt);
+	if (ssk->nodelay)
+		tcp_sock_set_nodelay(tsk);
+	if (ssk->cork)
+		tcp_sock_set_cork(tsk, true);
+}
+
+/* ---- wakeups: TCP's callbacks wake the SDP socket's waiters --------------- */
+
+struct sdp_fb_mark {
+	wait_queue_entry_t entry;
+	bool woken;
+	void *key;
+};
+
+static int sdp_fb_mark_woken(wait_queue_entry_t *entry, unsigned int mode,
+			     int sync, void *key)
+{
+	struct sdp_fb_mark *mark = container_of(entry, struct sdp_fb_mark,
+						entry);
+
+	mark->woken = true;
+	mark->key = key;
+	return 0;
+}
+
+static void sdp_fb_wake(struct sock *sk, void *key)
+{
+	__poll_t mask = key ? key_to_poll(key) : 0;
+	struct socket_wq *wq;
+
+	rcu_read_lock();
+	wq = rcu_dereference(sk->sk_wq);
+	if (skwq_has_sleeper(wq)) {
+		if (key)
+			wake_up_interruptible_poll(&wq->wait, mask);
+		else
+			wake_up_interruptible_all(&wq->wait);
+	}
+	rcu_read_unlock();
+	if (!key || (mask & (EPOLLIN | EPOLLRDNORM)))
+		sk_wake_async(sk, SOCK_WAKE_WAITD, POLL_IN);
+	if (!key || (mask & (EPOLLOUT | EPOLLWRNORM)))
+		sk_wake_async(sk, SOCK_WAKE_SPACE, POLL_OUT);
+}
+
+/*
+ * Run TCP's callback with a marker on TCP's wait queue, and wake the SDP
+ * socket's queue with what TCP woke its own with.  The TCP socket's error
+ * shows on the SDP socket too (SO_ERROR reads the SDP socket's).
+ * tsk's sk_callback_lock held for reading.
+ */
+static void sdp_fb_forward(struct sock *sk, struct sock *tsk,
+			   void (*callback)(struct sock *tsk))
+{
+	struct sdp_fb_mark mark = { .woken = false };
+	struct socket_wq *wq;
+	int err;
+
+	/*
+	 * Until the switch is complete, the SDP socket's waiters would see
+	 * the SDP side: sdp_fb_use() takes TCP's error and wakes them once
+	 * it is.  The barrier orders TCP's sk_err before the test, against
+	 * sdp_fb_use()'s store of use_tcp before its read of sk_err.
+	 */
+	smp_mb();
+	if (!sdp_fallen_back(sk)) {
+		callback(tsk);
+		return;
+	}
+	init_waitqueue_func_entry(&mark.entry, sdp_fb_mark_woken);
+	rcu_read_lock();
+	wq = rcu_dereference(tsk->sk_wq);
+	if (!wq) {
+		rcu_read_unlock();
+		callback(tsk);
+		return;
+	}
+	add_wait_queue(&wq->wait, &mark.entry);
+	callback(tsk);
+	remove_wait_queue(&wq->wait, &mark.entry);
+	rcu_read_unlock();
+	err = READ_ONCE(tsk->sk_err);
+	if (err)
+		WRITE_ONCE(sk->sk_err, err);
+	if (mark.woken)
+		sdp_fb_wake(sk, mark.key);
+}
+
+static struct sock *sdp_fb_owner(struct sock *tsk)
+{
+	return (struct sock *)((uintptr_t)tsk->sk_user_data &
+			       ~SK_USER_DATA_NOCOPY);
+}
+
+#define SDP_FB_CALLBACK(name, saved)					\
+static void sdp_fb_##name(struct sock *tsk)				\
+{									\
+	struct sock *sk;						\
+									\
+	read_lock_bh(&tsk->sk_callback_lock);				\
+	sk = sdp_fb_owner(tsk);						\
+	if (sk)								\
+		sdp_fb_forward(sk, tsk, sdp_sk(sk)->saved);		\
+	read_unlock_bh(&tsk->sk_callback_lock);				\
+}
+
+SDP_FB_CALLBACK(state_change, tcp_state_change)
+SDP_FB_CALLBACK(data_ready, tcp_data_ready)
+SDP_FB_CALLBACK(write_space, tcp_write_space)
+SDP_FB_CALLBACK(error_report, tcp_error_report)
+
+static void sdp_fb_install(struct sock *sk, struct sock *tsk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	write_lock_bh(&tsk->sk_callback_lock);
+	tsk->sk_user_data = (void *)((uintptr_t)sk | SK_USER_DATA_NOCOPY);
+	ssk->tcp_state_change = tsk->sk_state_change;
+	ssk->tcp_data_ready = tsk->sk_data_ready;
+	ssk->tcp_write_space = tsk->sk_write_space;
+	ssk->tcp_error_report = tsk->sk_error_report;
+	tsk->sk_state_change = sdp_fb_state_change;
+	tsk->sk_data_ready = sdp_fb_data_ready;
+	tsk->sk_write_space = sdp_fb_write_space;
+	tsk->sk_error_report = sdp_fb_error_report;
+	write_unlock_bh(&tsk->sk_callback_lock);
+}
+
+static void sdp_fb_restore(struct sock *sk, struct sock *tsk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	write_lock_bh(&tsk->sk_callback_lock);
+	if (sdp_fb_owner(tsk) == sk) {
+		tsk->sk_state_change = ssk->tcp_state_change;
+		tsk->sk_data_ready = ssk->tcp_data_ready;
+		tsk->sk_write_space = ssk->tcp_write_space;
+		tsk->sk_error_report = ssk->tcp_error_report;
+		tsk->sk_user_data = NULL;
+	}
+	write_unlock_bh(&tsk->sk_callback_lock);
+}
+
+/* ---- the switch ------------------------------------------------------------ */
+
+static const u8 sdp_fb_counter[] = {
+	[SDP_FB_POLICY] = SDP_CNT_FALLBACK_POLICY,
+	[SDP_FB_NO_ROUTE] = SDP_CNT_FALLBACK_NO_ROUTE,
+	[SDP_FB_REJECTED] = SDP_CNT_FALLBACK_REJECTED,
+	[SDP_FB_BUSY] = SDP_CNT_FALLBACK_BUSY,
+	[SDP_FB_TIMEOUT] = SDP_CNT_FALLBACK_TIMEOUT,
+	[SDP_FB_RESOURCES] = SDP_CNT_FALLBACK_RESOURCES,
+};
+
+/*
+ * From now on the socket is the TCP socket's: the SDP side is closed
+ * (without an error), waiters are woken and find TCP.  Socket lock held.
+ */
+static void sdp_fb_use(struct sock *sk, int reason)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct sock *tsk = ssk->tcp->sk;
+
+	sock_owned_by_me(sk);
+
+	sdp_fb_disarm(sk);
+	if (sdp_fb_owner(tsk) != sk)
+		sdp_fb_install(sk, tsk);
+#ifdef SOCK_CUSTOM_SOCKOPT
+	/* SOL_SOCKET options from now on go to sdp_setsockopt(): to TCP. */
+	set_bit(SOCK_CUSTOM_SOCKOPT, &sk->sk_socket->flags);
+#endif
+	WRITE_ONCE(ssk->fallback_reason, reason);
+	SDP_INC(sdp_fb_counter[reason]);
+	sdp_set_state(sk, TCP_CLOSE);
+	/* Publishes tcp, its callbacks and the state to the lockless
+	 * readers of sdp_fallen_back().
+	 */
+	smp_store_release(&ssk->use_tcp, true);
+	/* An error TCP had before its callbacks forwarded (see there). */
+	smp_mb();
+	if (READ_ONCE(tsk->sk_err))
+		WRITE_ONCE(sk->sk_err, READ_ONCE(tsk->sk_err));
+	sk->sk_state_change(sk);
+	sdp_write_space(sk);
+}
+
+/* Bind the TCP socket where the application bound the SDP one. */
+static int sdp_fb_bind(struct sock *sk, struct socket *tcp)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	int len;
+
+	if (!ssk->bound || ssk->local.ss_family != tcp->sk->sk_family)
+		return 0;
+	len = ssk->local.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+						 sizeof(struct sockaddr_in);
+	return kernel_bind(tcp, (struct sockaddr *)&ssk->local, len);
+}
+
+/*
+ * connect() itself: the policy says TCP from the start, or SDP cannot even
+ * start here.  The caller then forwards its connect() (sdp_fb_connect()),
+ * or reports the error of the bind.  Socket lock held.
+ */
+static bool sdp_fb_now(struct sock *sk, int reason)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	int err;
+
+	err = sdp_fb_bind(sk, ssk->tcp);
+	if (err) {
+		sdp_set_error(sk, -err);
+		return true;
+	}
+	sdp_fb_copy_options(sk, ssk->tcp->sk);
+	sdp_fb_use(sk, reason);
+	return true;
+}
+
+/*
+ * The SDP attempt ended so (SDP_CORE_CE_*): go on over TCP if the core
+ * says so.  From connect() (sdp_connect(): nothing was sent yet, the
+ * caller forwards its own connect), from the CM's events and from the
+ * fallback timer (the TCP connect starts here, non-blocking, and the
+ * connect() waiting for SDP, or a later one, waits for TCP's).  Returns
+ * whether the socket went over TCP, or reported TCP's own error for it;
+ * false: the caller reports the SDP failure.  Socket lock held.
+ */
+bool sdp_fb_try(struct sock *sk, int end)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct socket *tcp = ssk->tcp;
+	int reason, len, err;
+
+	sock_owned_by_me(sk);
+
+	if (!tcp || sdp_fallen_back(sk) || sock_flag(sk, SOCK_DEAD) ||
+	    !sk->sk_socket)
+		return false;
+	reason = sdp_core_fallback_reason(ssk->policy, end);
+	if (reason == SDP_CORE_FB_NONE)
+		return false;
+	/* From connect(), before or instead of any SDP attempt. */
+	if (sk->sk_state == TCP_CLOSE)
+		return sdp_fb_now(sk, reason);
+	err = sdp_fb_bind(sk, tcp);
+	if (!err) {
+		sdp_fb_copy_options(sk, tcp->sk);
+		len = ssk->remote.ss_family == AF_INET6 ?
+			      sizeof(struct sockaddr_in6) :
+			      sizeof(struct sockaddr_in);
+		/*
+		 * The callbacks first: over loopback the answer (an RST)
+		 * can come before kernel_connect() returns.
+		 */
+		sdp_fb_install(sk, tcp->sk);
+		err = kernel_connect(tcp, (struct sockaddr *)&ssk->remote, len,
+				     O_NONBLOCK);
+		if (err == -EINPROGRESS)
+			err = 0;
+		if (err)
+			sdp_fb_restore(sk, tcp->sk);
+	}
+	if (err) {
+		/* What TCP said at once is the connect's result. */
+		sdp_set_error(sk, -err);
+		return true;
+	}
+	sdp_fb_use(sk, reason);
+	return true;
+}
+
+/* ---- the fallback timer: no answer from the peer's CM in time ------------- */
+
+void sdp_fb_arm(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	int ms = READ_ONCE(sysctl_sdp_fallback_ms);
+
+	sock_owned_by_me(sk);
+
+	if (ssk->policy != SDP_POLICY_FALLBACK || !ssk->tcp || !ms ||
+	    ssk->fallback_armed)
+		return;
+	ssk->fallback_armed = true;
+	sock_hold(sk);
+	if (!queue_delayed_work(sdp_wq, &ssk->fallback_work,
+				msecs_to_jiffies(ms)))
+		sock_put(sk);
+}
+
+void sdp_fb_disarm(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sock_owned_by_me(sk);
+
+	if (!ssk->fallback_armed)
+		return;
+	ssk->fallback_armed = false;
+	if (cancel_delayed_work(&ssk->fallback_work))
+		sock_put(sk); /* the reference the pending work held */
+}
+
+void sdp_fb_work(struct work_struct *work)
+{
+	struct sdp_sock *ssk = container_of(to_delayed_work(work),
+					    struct sdp_sock, fallback_work);
+	struct sock *sk = &ssk->sk;
+	bool abandon = false;
+
+	/* The order of sdp_cm_work(): the CM attempt is torn down here. */
+	mutex_lock(&ssk->cm_ev_mutex);
+	lock_sock(sk);
+	if (ssk->fallback_armed) {
+		ssk->fallback_armed = false;
+		if (sk->sk_state == TCP_SYN_SENT)
+			abandon = sdp_fb_try(sk, SDP_CORE_CE_NO_ANSWER);
+	}
+	release_sock(sk);
+	if (abandon)
+		sdp_cm_abandon(sk);
+	mutex_unlock(&ssk->cm_ev_mutex);
+	sock_put(sk);
+}
+
+/* close(): the TCP socket goes with the SDP socket. */
+void sdp_fb_release(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct socket *tcp;
+
+	lock_sock(sk);
+	sdp_fb_disarm(sk);
+	tcp = ssk->tcp;
+	ssk->tcp = NULL;
+	release_sock(sk);
+	if (!tcp)
+		return;
+	sdp_fb_restore(sk, tcp->sk);
+	if (sdp_fallen_back(sk))
+		sdp_fb_follow_sol(sk, tcp); /* SO_LINGER */
+	sock_release(tcp);
+}
+
+/* ---- forwarded calls ------------------------------------------------------- */
+
+static struct socket *sdp_fb_sock(struct socket *sock)
+{
+	return sdp_sk(sock->sk)->tcp;
+}
+
+/* The SDP socket's error follows TCP's after each call that may take it. */
+static void sdp_fb_sync_err(struct socket *sock)
+{
+	WRITE_ONCE(sock->sk->sk_err, READ_ONCE(sdp_fb_sock(sock)->sk->sk_err));
+}
+
+int sdp_fb_connect(struct socket *sock, struct sockaddr *addr, int len,
+		   int flags)
+{
+	struct socket *tcp = sdp_fb_sock(sock);
+	int err;
+
+	sdp_fb_follow_sol(sock->sk, tcp);
+	err = tcp->ops->connect(tcp, addr, len, flags);
+	sdp_fb_sync_err(sock);
+	sock->state = READ_ONCE(tcp->state);
+	return err;
+}
+
+__poll_t sdp_fb_poll(struct file *file, struct socket *sock,
+		     struct poll_table_struct *wait)
+{
+	struct socket *tcp = sdp_fb_sock(sock);
+
+	/* Waiters sleep on the SDP socket's queue; TCP's mask. */
+	sock_poll_wait(file, sock, wait);
+	return tcp->ops->poll(file, tcp, NULL);
+}
+
+int sdp_fb_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
+{
+	struct socket *tcp = sdp_fb_sock(sock);
+	int ret;
+
+	sdp_fb_follow_sol(sock->sk, tcp);
+	ret = tcp->ops->sendmsg(tcp, msg, len);
+
+	sdp_fb_sync_err(sock);
+	return ret;
+}
+
+int sdp_fb_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
+		   int flags)
+{
+	struct socket *tcp = sdp_fb_sock(sock);
+	int ret;
+
+	sdp_fb_follow_sol(sock->sk, tcp);
+	ret = tcp->ops->recvmsg(tcp, msg, len, flags);
+
+	sdp_fb_sync_err(sock);
+	return ret;
+}
+
+int sdp_fb_shutdown(struct socket *sock, int how)
+{
+	struct socket *tcp = sdp_fb_sock(sock);
+
+	return tcp->ops->shutdown(tcp, how);
+}
+
+int sdp_fb_getname(struct socket *sock, struct sockaddr *addr, int peer)
+{
+	struct socket *tcp = sdp_fb_sock(sock);
+
+	return tcp->ops->getname(tcp, addr, peer);
+}
+
+int sdp_fb_ioctl(struct socket *sock, unsigned int cmd, unsigned long arg)
+{
+	struct socket *tcp = sdp_fb_sock(sock);
+
+	return tcp->ops->ioctl(tcp, cmd, arg);
+}
+
+int sdp_fb_setsockopt(struct socket *sock, int level, int optname,
+		      sockptr_t optval, unsigned int optlen)
+{
+	struct socket *tcp = sdp_fb_sock(sock);
+
+	if (level == SOL_SOCKET)
+		return sock_setsockopt(tcp, level, optname, optval, optlen);
+	return tcp->ops->setsockopt(tcp, level, optname, optval, optlen);
+}
+
+int sdp_fb_getsockopt(struct socket *sock, int level, int optname,
+		      char __user *optval, int __user *optlen)
+{
+	struct socket *tcp = sdp_fb_sock(sock);
+
+	return tcp->ops->getsockopt(tcp, level, optname, optval, optlen);
+}

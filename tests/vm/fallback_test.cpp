@@ -1,0 +1,483 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// Fallback to TCP on the same socket (Documentation/fallback.md): an SDP
+// socket whose policy allows it goes on as a TCP connection when SDP cannot
+// carry the connection, and from then on behaves as a TCP socket.  TCP is
+// the oracle: where a plain TCP socket can do the same thing, both do it
+// and their observable results are compared.
+//
+// Runs as root inside the test VM after scripts/vm/rxe-setup.sh, with
+// sdp.ko loaded (tests/vm/tier-socket.sh).
+#include "socket_util.h"
+
+#include <arpa/inet.h>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <random>
+#include <string>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace sdp::vmtest {
+namespace {
+
+constexpr const char* kAddr6A = "fd77::1";
+
+sockaddr_in6 make_addr6(const char* ip, int port)
+{
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET6, ip, &a.sin6_addr);
+    return a;
+}
+
+int int_opt(int fd, int level, int name)
+{
+    int v = -1;
+    socklen_t len = sizeof(v);
+    if (getsockopt(fd, level, name, &v, &len) != 0)
+        return -errno - 1000;
+    return v;
+}
+
+// A plain TCP listener (the server without SDP).
+Fd tcp_listener(const sockaddr* a, socklen_t len)
+{
+    Fd fd(socket(a->sa_family, SOCK_STREAM, 0));
+    const int one = 1;
+    setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    EXPECT_EQ(bind(fd.get(), a, len), 0) << strerror(errno);
+    EXPECT_EQ(listen(fd.get(), 8), 0) << strerror(errno);
+    return fd;
+}
+
+Fd tcp_listener(const char* ip, int port)
+{
+    const sockaddr_in a = make_addr(ip, port);
+    return tcp_listener(reinterpret_cast<const sockaddr*>(&a), sizeof(a));
+}
+
+// accept(), bounded: a connection that went elsewhere fails the test.
+int accept_within(int listener)
+{
+    pollfd p{listener, POLLIN, 0};
+    if (poll(&p, 1, 20000 * wait_scale()) != 1)
+        return -1;
+    return accept(listener, nullptr, nullptr);
+}
+
+// An SDP socket with a transport policy.  SO_SNDTIMEO bounds a blocking
+// connect(): a fallback that never comes fails the test, not the tier.
+Fd sdp_socket(int policy, int flags = 0)
+{
+    Fd fd(socket(sdp_family(), SOCK_STREAM | flags, 0));
+    EXPECT_GE(fd.get(), 0) << strerror(errno);
+    EXPECT_EQ(setsockopt(fd.get(), SOL_SDP, SDP_TRANSPORT_POLICY, &policy, sizeof(policy)), 0)
+        << strerror(errno);
+    const timeval bound{30L * wait_scale(), 0};
+    EXPECT_EQ(setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &bound, sizeof(bound)), 0);
+    return fd;
+}
+
+int connect_to(int fd, const char* ip, int port)
+{
+    const sockaddr_in a = make_addr(ip, port);
+    return connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) == 0 ? 0 : errno;
+}
+
+std::vector<char> pattern(size_t n, unsigned seed)
+{
+    std::mt19937 rng(seed);
+    std::vector<char> v(n);
+    for (auto& c : v)
+        c = static_cast<char>(rng());
+    return v;
+}
+
+void send_all(int fd, const std::vector<char>& data)
+{
+    size_t off = 0;
+    while (off < data.size()) {
+        const ssize_t n = send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+        ASSERT_GT(n, 0) << strerror(errno);
+        off += static_cast<size_t>(n);
+    }
+}
+
+std::vector<char> recv_all(int fd, size_t n)
+{
+    std::vector<char> out(n);
+    size_t got = 0;
+    while (got < n) {
+        const ssize_t r = recv(fd, out.data() + got, n - got, 0);
+        if (r <= 0) {
+            ADD_FAILURE() << "recv after " << got << " of " << n << ": "
+                          << (r == 0 ? "EOF" : strerror(errno));
+            out.resize(got);
+            return out;
+        }
+        got += static_cast<size_t>(r);
+    }
+    return out;
+}
+
+// Both directions carry verified bytes, then each side's shutdown reaches
+// the other as EOF: what a TCP connection does.
+void expect_stream_works(int client, int server)
+{
+    const auto up = pattern(1 << 20, 1);
+    const auto down = pattern(300000, 2);
+    std::thread writer([&] { send_all(client, up); });
+    EXPECT_EQ(recv_all(server, up.size()), up);
+    writer.join();
+    send_all(server, down);
+    EXPECT_EQ(recv_all(client, down.size()), down);
+    ASSERT_EQ(shutdown(client, SHUT_WR), 0) << strerror(errno);
+    char c;
+    EXPECT_EQ(recv(server, &c, 1, 0), 0);
+    ASSERT_EQ(shutdown(server, SHUT_WR), 0) << strerror(errno);
+    EXPECT_EQ(recv(client, &c, 1, 0), 0);
+}
+
+std::string name_of(const sockaddr_storage& a)
+{
+    char ip[INET6_ADDRSTRLEN] = "";
+    int port = 0;
+    if (a.ss_family == AF_INET) {
+        const auto* in = reinterpret_cast<const sockaddr_in*>(&a);
+        inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+        port = ntohs(in->sin_port);
+    } else if (a.ss_family == AF_INET6) {
+        const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&a);
+        inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
+        port = ntohs(in6->sin6_port);
+    }
+    return std::to_string(a.ss_family) + "/" + ip + ":" + std::to_string(port);
+}
+
+std::string sock_name(int fd, bool peer)
+{
+    sockaddr_storage a{};
+    socklen_t len = sizeof(a);
+    const int rc = peer ? getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len)
+                        : getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    return rc == 0 ? name_of(a) : std::string("error ") + strerror(errno);
+}
+
+TEST(Fallback, NoSdpListenerTheTcpServerGetsTheConnection)
+{
+    const auto before = counters();
+    Fd srv = tcp_listener(kAddrA, 7601);
+    Fd c = sdp_socket(SDP_POLICY_FALLBACK);
+    ASSERT_EQ(connect_to(c.get(), kAddrA, 7601), 0) << strerror(errno);
+    Fd s(accept_within(srv.get()));
+    ASSERT_GE(s.get(), 0) << strerror(errno);
+    EXPECT_EQ(int_opt(c.get(), SOL_SDP, SDP_TRANSPORT), SDP_TRANSPORT_TCP);
+    EXPECT_EQ(int_opt(c.get(), SOL_SDP, SDP_FALLBACK_REASON), SDP_FB_REJECTED);
+    EXPECT_EQ(counter_delta(before, "conn_fallback_rejected"), 1U);
+    // The names are the TCP connection's, seen the same from both ends.
+    EXPECT_EQ(sock_name(c.get(), true), sock_name(s.get(), false));
+    EXPECT_EQ(sock_name(c.get(), false), sock_name(s.get(), true));
+    expect_stream_works(c.get(), s.get());
+}
+
+TEST(Fallback, NonBlockingConnectBecomesWritableAndReadsAsTcp)
+{
+    Fd srv = tcp_listener(kAddrA, 7602);
+    Fd c = sdp_socket(SDP_POLICY_FALLBACK, SOCK_NONBLOCK);
+    // Over loopback TCP's own non-blocking connect may complete at once.
+    const int rc = connect_to(c.get(), kAddrA, 7602);
+    ASSERT_TRUE(rc == EINPROGRESS || rc == 0) << strerror(rc);
+    pollfd p{c.get(), POLLOUT, 0};
+    ASSERT_EQ(poll(&p, 1, 20000 * wait_scale()), 1);
+    EXPECT_EQ(p.revents, POLLOUT);
+    EXPECT_EQ(int_opt(c.get(), SOL_SOCKET, SO_ERROR), 0);
+    // As TCP: the connect() after an EINPROGRESS that completed returns 0
+    // once, and EISCONN from then on.
+    if (rc == EINPROGRESS)
+        EXPECT_EQ(connect_to(c.get(), kAddrA, 7602), 0);
+    EXPECT_EQ(connect_to(c.get(), kAddrA, 7602), EISCONN);
+    EXPECT_EQ(int_opt(c.get(), SOL_SDP, SDP_TRANSPORT), SDP_TRANSPORT_TCP);
+    Fd s(accept_within(srv.get()));
+    ASSERT_GE(s.get(), 0) << strerror(errno);
+
+    // A level-triggered reader blocked in epoll_wait() wakes for TCP data.
+    Fd ep(epoll_create1(0));
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ASSERT_EQ(epoll_ctl(ep.get(), EPOLL_CTL_ADD, c.get(), &ev), 0);
+    std::atomic<int> woke{-1};
+    std::atomic<unsigned> events{0};
+    std::thread reader([&] {
+        epoll_event out{};
+        woke = epoll_wait(ep.get(), &out, 1, 10000 * wait_scale());
+        events = out.events;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_EQ(send(s.get(), "x", 1, 0), 1);
+    reader.join();
+    EXPECT_EQ(woke.load(), 1);
+    EXPECT_TRUE(events.load() & EPOLLIN) << std::hex << events.load();
+    char b = 0;
+    EXPECT_EQ(recv(c.get(), &b, 1, 0), 1);
+    EXPECT_EQ(b, 'x');
+    // Non-blocking as the SDP socket is: an empty TCP queue is EAGAIN.
+    EXPECT_EQ(recv(c.get(), &b, 1, 0), -1);
+    EXPECT_EQ(errno, EAGAIN);
+}
+
+// What a non-blocking connect shows where nothing listens, TCP or SDP.
+struct Refusal {
+    int connect_errno = 0;
+    short revents = 0;
+    int so_error = 0;
+};
+
+Refusal refused(int fd, int port)
+{
+    Refusal r;
+    r.connect_errno = connect_to(fd, kAddrA, port);
+    pollfd p{fd, POLLIN | POLLOUT, 0};
+    if (poll(&p, 1, 10000 * wait_scale()) == 1)
+        r.revents = p.revents;
+    r.so_error = int_opt(fd, SOL_SOCKET, SO_ERROR);
+    return r;
+}
+
+TEST(Fallback, NothingListensAnywhereGivesTcpsRefusal)
+{
+    Fd blocking = sdp_socket(SDP_POLICY_FALLBACK);
+    EXPECT_EQ(connect_to(blocking.get(), kAddrA, 7603), ECONNREFUSED);
+    EXPECT_EQ(int_opt(blocking.get(), SOL_SDP, SDP_FALLBACK_REASON), SDP_FB_REJECTED);
+
+    Fd tcp(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0));
+    Fd c = sdp_socket(SDP_POLICY_FALLBACK, SOCK_NONBLOCK);
+    const Refusal want = refused(tcp.get(), 7603);
+    const Refusal got = refused(c.get(), 7603);
+    EXPECT_EQ(got.connect_errno, want.connect_errno);
+    EXPECT_EQ(got.revents, want.revents) << std::hex << got.revents << " vs " << want.revents;
+    EXPECT_EQ(got.so_error, want.so_error) << strerror(got.so_error);
+    EXPECT_EQ(want.so_error, ECONNREFUSED);
+}
+
+TEST(Fallback, PolicyTcpConnectsOverTcpAtOnce)
+{
+    const auto before = counters();
+    Fd srv = tcp_listener(kAddrA, 7604);
+    Fd c = sdp_socket(SDP_POLICY_TCP);
+    ASSERT_EQ(connect_to(c.get(), kAddrA, 7604), 0) << strerror(errno);
+    Fd s(accept_within(srv.get()));
+    ASSERT_GE(s.get(), 0) << strerror(errno);
+    EXPECT_EQ(int_opt(c.get(), SOL_SDP, SDP_FALLBACK_REASON), SDP_FB_POLICY);
+    EXPECT_EQ(counter_delta(before, "conn_fallback_policy"), 1U);
+    EXPECT_EQ(counter_delta(before, "conn_err_refused"), 0U); // no SDP attempt
+    expect_stream_works(c.get(), s.get());
+}
+
+TEST(Fallback, SdpOnlyKeepsItsErrorAndThePolicyIsChosenBeforeConnect)
+{
+    Fd srv = tcp_listener(kAddrA, 7605);
+    Fd c = sdp_socket(SDP_POLICY_SDP);
+    EXPECT_EQ(connect_to(c.get(), kAddrA, 7605), ECONNREFUSED);
+    EXPECT_EQ(int_opt(c.get(), SOL_SDP, SDP_TRANSPORT), SDP_TRANSPORT_NONE);
+    EXPECT_EQ(int_opt(c.get(), SOL_SDP, SDP_FALLBACK_REASON), SDP_FB_NONE);
+
+    int bad = 3;
+    EXPECT_EQ(setsockopt(c.get(), SOL_SDP, SDP_TRANSPORT_POLICY, &bad, sizeof(bad)), -1);
+    EXPECT_EQ(errno, EINVAL);
+    Fd d = sdp_socket(SDP_POLICY_TCP);
+    ASSERT_EQ(connect_to(d.get(), kAddrA, 7605), 0);
+    const int sdp_only = SDP_POLICY_SDP;
+    EXPECT_EQ(setsockopt(d.get(), SOL_SDP, SDP_TRANSPORT_POLICY, &sdp_only, sizeof(sdp_only)), -1);
+    EXPECT_EQ(errno, EISCONN);
+    EXPECT_EQ(int_opt(d.get(), SOL_SDP, SDP_TRANSPORT_POLICY), SDP_POLICY_TCP);
+}
+
+TEST(Fallback, AnSdpListenerKeepsTheConnectionOnSdp)
+{
+    const auto before = counters();
+    Fd l = sdp_listener(kAddrA, 7606);
+    Fd c = sdp_socket(SDP_POLICY_FALLBACK);
+    ASSERT_EQ(connect_to(c.get(), kAddrA, 7606), 0) << strerror(errno);
+    Fd s(accept_within(l.get()));
+    ASSERT_GE(s.get(), 0) << strerror(errno);
+    EXPECT_EQ(int_opt(c.get(), SOL_SDP, SDP_TRANSPORT), SDP_TRANSPORT_SDP);
+    EXPECT_EQ(int_opt(c.get(), SOL_SDP, SDP_FALLBACK_REASON), SDP_FB_NONE);
+    for (const char* n :
+         {"conn_fallback_rejected", "conn_fallback_timeout", "conn_fallback_no_route"})
+        EXPECT_EQ(counter_delta(before, n), 0U) << n;
+    expect_stream_works(c.get(), s.get());
+}
+
+TEST(Fallback, OptionsSetBeforeConnectAreTheTcpSockets)
+{
+    Fd srv = tcp_listener(kAddrA, 7607);
+    Fd c = sdp_socket(SDP_POLICY_FALLBACK);
+    const int one = 1, idle = 77;
+    const timeval rcvtimeo{0, 200000};
+    ASSERT_EQ(setsockopt(c.get(), SOL_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
+    ASSERT_EQ(setsockopt(c.get(), SOL_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)), 0);
+    ASSERT_EQ(setsockopt(c.get(), SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)), 0);
+    ASSERT_EQ(setsockopt(c.get(), SOL_SOCKET, SO_RCVTIMEO, &rcvtimeo, sizeof(rcvtimeo)), 0);
+    ASSERT_EQ(connect_to(c.get(), kAddrA, 7607), 0) << strerror(errno);
+    Fd s(accept_within(srv.get()));
+    ASSERT_GE(s.get(), 0);
+    ASSERT_EQ(int_opt(c.get(), SOL_SDP, SDP_TRANSPORT), SDP_TRANSPORT_TCP);
+    // SOL_TCP answers come from the TCP socket now.
+    EXPECT_EQ(int_opt(c.get(), SOL_TCP, TCP_NODELAY), 1);
+    EXPECT_EQ(int_opt(c.get(), SOL_TCP, TCP_KEEPIDLE), 77);
+    tcp_info info{};
+    socklen_t len = sizeof(info);
+    ASSERT_EQ(getsockopt(c.get(), SOL_TCP, TCP_INFO, &info, &len), 0) << strerror(errno);
+    EXPECT_EQ(info.tcpi_state, TCP_ESTABLISHED);
+    // SO_RCVTIMEO holds for the TCP receive: EAGAIN, not a hang.
+    char b;
+    EXPECT_EQ(recv(c.get(), &b, 1, 0), -1);
+    EXPECT_EQ(errno, EAGAIN);
+    // And one changed after the fallback too.
+    const timeval shorter{0, 50000};
+    ASSERT_EQ(setsockopt(c.get(), SOL_SOCKET, SO_RCVTIMEO, &shorter, sizeof(shorter)), 0);
+    EXPECT_EQ(recv(c.get(), &b, 1, 0), -1);
+    EXPECT_EQ(errno, EAGAIN);
+    // FIONREAD counts TCP's queue.
+    ASSERT_EQ(send(s.get(), "abc", 3, 0), 3);
+    ASSERT_TRUE(eventually([&] {
+        int n = 0;
+        return ioctl(c.get(), FIONREAD, &n) == 0 && n == 3;
+    }));
+}
+
+TEST(Fallback, Ipv6ServerWithoutSdp)
+{
+    const sockaddr_in6 a = make_addr6(kAddr6A, 7608);
+    Fd srv = tcp_listener(reinterpret_cast<const sockaddr*>(&a), sizeof(a));
+    Fd c = sdp_socket(SDP_POLICY_FALLBACK);
+    ASSERT_EQ(connect(c.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0)
+        << strerror(errno);
+    Fd s(accept_within(srv.get()));
+    ASSERT_GE(s.get(), 0) << strerror(errno);
+    EXPECT_EQ(int_opt(c.get(), SOL_SDP, SDP_FALLBACK_REASON), SDP_FB_REJECTED);
+    EXPECT_EQ(sock_name(c.get(), true), sock_name(s.get(), false));
+    expect_stream_works(c.get(), s.get());
+}
+
+// A host that drops RoCE frames answers nothing: the CM would retry for
+// tens of seconds; net.sdp.fallback_ms bounds the wait.  Here every RoCEv2
+// frame (UDP 4791) that crosses lo is dropped for the test; the clients
+// bind to the other address (kAddrB), since a connection between one
+// address and itself never leaves Soft-RoCE (its own loopback).
+class RoceDropped : public ::testing::Test {
+  protected:
+    static Fd client(int flags = 0)
+    {
+        Fd c = sdp_socket(SDP_POLICY_FALLBACK, flags);
+        const sockaddr_in b = make_addr(kAddrB, 0);
+        EXPECT_EQ(bind(c.get(), reinterpret_cast<const sockaddr*>(&b), sizeof(b)), 0)
+            << strerror(errno);
+        return c;
+    }
+
+    void SetUp() override
+    {
+        // On ingress: a frame dropped on egress is a send error that
+        // Soft-RoCE (6.12) answers by putting the sending QP, the CM's
+        // too, in the error state (Documentation/reliability.md).
+        ASSERT_EQ(system("tc qdisc add dev lo handle ffff: ingress && "
+                         "tc filter add dev lo parent ffff: protocol ip prio 1 u32 "
+                         "match ip protocol 17 0xff match ip dport 4791 0xffff action drop"),
+                  0);
+    }
+    void TearDown() override { EXPECT_EQ(system("tc qdisc del dev lo ingress"), 0); }
+};
+
+TEST_F(RoceDropped, TheConnectGoesOverTcpAfterTheBound)
+{
+    const auto before = counters();
+    const long bound_ms = sdp_sysctl("fallback_ms");
+    ASSERT_GT(bound_ms, 0);
+    Fd l = sdp_listener(kAddrA, 7609); // unreachable: its REQs are lost
+    Fd srv = tcp_listener(kAddrA, 7609);
+    Fd c = client();
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(connect_to(c.get(), kAddrA, 7609), 0) << strerror(errno);
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    Fd s(accept_within(srv.get()));
+    ASSERT_GE(s.get(), 0);
+    EXPECT_EQ(int_opt(c.get(), SOL_SDP, SDP_FALLBACK_REASON), SDP_FB_TIMEOUT);
+    EXPECT_EQ(counter_delta(before, "conn_fallback_timeout"), 1U);
+    // Not the CM's retry schedule (tens of seconds): the bound, plus TCP's
+    // handshake and room for TCG.
+    std::printf("fallback_test: connect over TCP %lld ms after connect() (fallback_ms %ld)\n",
+                static_cast<long long>(ms), bound_ms);
+    EXPECT_GE(ms, bound_ms);
+    EXPECT_LT(ms, bound_ms + 5000L * wait_scale());
+    expect_stream_works(c.get(), s.get());
+}
+
+// The fallback comes net.sdp.fallback_ms after connect(): an edge-triggered
+// epoll waiter is certainly blocked at that moment, on the socket's own
+// wait queue, and must see TCP's connect.
+TEST_F(RoceDropped, AnEpollWaiterBlockedAtTheFallbackSeesTcpsConnect)
+{
+    Fd srv = tcp_listener(kAddrA, 7610);
+    Fd c = client(SOCK_NONBLOCK);
+    ASSERT_EQ(connect_to(c.get(), kAddrA, 7610), EINPROGRESS);
+    Fd ep(epoll_create1(0));
+    epoll_event ev{};
+    ev.events = EPOLLOUT | EPOLLET;
+    ASSERT_EQ(epoll_ctl(ep.get(), EPOLL_CTL_ADD, c.get(), &ev), 0);
+    epoll_event out{};
+    ASSERT_EQ(epoll_wait(ep.get(), &out, 1, 20000 * wait_scale()), 1);
+    EXPECT_EQ(out.events, static_cast<unsigned>(EPOLLOUT));
+    EXPECT_EQ(int_opt(c.get(), SOL_SDP, SDP_FALLBACK_REASON), SDP_FB_TIMEOUT);
+    EXPECT_EQ(int_opt(c.get(), SOL_SOCKET, SO_ERROR), 0);
+    Fd s(accept_within(srv.get()));
+    ASSERT_GE(s.get(), 0) << strerror(errno);
+}
+
+// A send() blocked waiting for the connection when it falls back is sent
+// by TCP, as a send() waiting for TCP's handshake would be.
+TEST_F(RoceDropped, ASendWaitingForTheConnectionIsSentByTcp)
+{
+    Fd srv = tcp_listener(kAddrA, 7611);
+    Fd c = client();
+    std::atomic<int> connected{-1};
+    std::thread connector([&] { connected = connect_to(c.get(), kAddrA, 7611); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const auto data = pattern(100000, 3);
+    send_all(c.get(), data); // waits for the connection
+    connector.join();
+    EXPECT_EQ(connected.load(), 0) << strerror(connected.load());
+    EXPECT_EQ(int_opt(c.get(), SOL_SDP, SDP_FALLBACK_REASON), SDP_FB_TIMEOUT);
+    Fd s(accept_within(srv.get()));
+    ASSERT_GE(s.get(), 0) << strerror(errno);
+    EXPECT_EQ(recv_all(s.get(), data.size()), data);
+}
+
+TEST(Fallback, ClosedSocketsLeaveNothing)
+{
+    // Every socket of the tests above is closed: their SDP side and their
+    // TCP socket are gone (the TCP ones may linger in TIME_WAIT, which is
+    // TCP's, not a socket anybody holds).
+    EXPECT_TRUE(eventually([] { return protocol_sockets_in_use("SDP") == 0; }, 60))
+        << read_file("/proc/net/sdp").value_or("");
+}
+
+} // namespace
+} // namespace sdp::vmtest
