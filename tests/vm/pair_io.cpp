@@ -6,7 +6,7 @@
 //   sdp_pair_io serve   --family inet|sdp --addr A --port P [--count N] [--zcopy-thresh N]
 //   sdp_pair_io connect --family inet|sdp --addr A --port P --plan PLAN [--seed S]
 //                       [--t0-file F] [--timeout S] [--zcopy-thresh N] [--keepalive I,C]
-//                       [--user-timeout MS]
+//                       [--user-timeout MS] [--policy sdp|fallback|tcp]
 //
 // PLAN is a comma-separated list of connections, each MODE[:BYTES]; the
 // client opens them all at once, each in its own thread, and tells the
@@ -31,8 +31,10 @@
 // received R)`, where RESULT is ok, EOF or an errno name and T counts from
 // --t0-file's appearance (the fault), or from the start without one; with
 // an epoll watcher's first EPOLLERR/EPOLLHUP on that socket (`epoll ERR|HUP
-// after T s`).  Exit status 0 when every duplex connection verified and
-// nothing else failed before t0, 1 otherwise, 2 for usage.
+// after T s`).  With --policy (SDP_TRANSPORT_POLICY), each connect that
+// succeeds prints `transport tcp|sdp reason N after T s` (T from its
+// connect() call; N is SDP_FALLBACK_REASON).  Exit status 0 when every duplex connection verified
+// and nothing else failed before t0, 1 otherwise, 2 for usage.
 #include <arpa/inet.h>
 #include <atomic>
 #include <cerrno>
@@ -96,6 +98,7 @@ struct Options {
     int ka_idle = 0;
     int ka_count = 0;
     int user_timeout_ms = 0;
+    int policy = -1; // SDP_TRANSPORT_POLICY, -1: the default
 };
 Options opt;
 
@@ -209,6 +212,11 @@ int new_socket(const sockaddr_storage& ss)
             close(fd);
             return -1;
         }
+    }
+    if (opt.sdp && opt.policy >= 0 &&
+        setsockopt(fd, SOL_SDP, SDP_TRANSPORT_POLICY, &opt.policy, sizeof opt.policy) != 0) {
+        close(fd);
+        return -1;
     }
     return fd;
 }
@@ -647,10 +655,24 @@ int connect_one(Outcome* fail)
     }
     keepalive(fd);
     user_timeout(fd);
+    const auto start = Clock::now();
     if (connect(fd, reinterpret_cast<const sockaddr*>(&ss), len) != 0) {
         fail->err = errno;
         close(fd);
         return -1;
+    }
+    if (opt.sdp && opt.policy >= 0) {
+        int transport = -1, reason = -1;
+        socklen_t n = sizeof transport;
+        getsockopt(fd, SOL_SDP, SDP_TRANSPORT, &transport, &n);
+        n = sizeof reason;
+        getsockopt(fd, SOL_SDP, SDP_FALLBACK_REASON, &reason, &n);
+        const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+        say(std::string("transport ") +
+            (transport == SDP_TRANSPORT_TCP   ? "tcp"
+             : transport == SDP_TRANSPORT_SDP ? "sdp"
+                                              : "none") +
+            " reason " + std::to_string(reason) + " after " + std::to_string(secs) + " s");
     }
     return fd;
 }
@@ -851,6 +873,16 @@ int main(int argc, char** argv)
             opt.timeout_s = std::atoi(val().c_str());
         } else if (a == "--user-timeout") {
             opt.user_timeout_ms = std::atoi(val().c_str());
+        } else if (a == "--policy") {
+            const std::string p = val();
+            if (p == "sdp")
+                opt.policy = SDP_POLICY_SDP;
+            else if (p == "fallback")
+                opt.policy = SDP_POLICY_FALLBACK;
+            else if (p == "tcp")
+                opt.policy = SDP_POLICY_TCP;
+            else
+                usage("--policy sdp|fallback|tcp");
         } else if (a == "--keepalive") {
             if (std::sscanf(val().c_str(), "%d,%d", &opt.ka_idle, &opt.ka_count) != 2)
                 usage("--keepalive IDLE,COUNT");

@@ -7,7 +7,7 @@
 #   tier-pair.sh BUILD_DIR [PHASE...]
 #
 # Phases (default: all, in this order): wire, conformance, integrity, netem,
-# faults.
+# fallback, faults.
 # faults ends with guest b killed, so it must come last; b publishes its
 # status at the end of each phase and a fails with it, so that b's checks
 # decide the tier although b's exit status is lost to the kill.
@@ -20,7 +20,7 @@
 set -euo pipefail
 build=$1
 shift
-phases=${*:-wire conformance integrity netem faults}
+phases=${*:-wire conformance integrity netem fallback faults}
 kver=$(uname -r)
 io=$build/host/sdp_pair_io
 # shellcheck source=scripts/vm/pair-lib.sh
