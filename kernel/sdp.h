@@ -40,7 +40,13 @@
  *                      context waits for a connection's socket lock.
  *   a listener's lock  when its child takes it (accept queue, half-open
  *                      list): only after the child released its own; no two
- *                      socket locks are ever held together.
+ *                      SDP socket locks are ever held together, but for a
+ *                      TCP client's new socket in accept() (sdp_fallback.c),
+ *                      which nobody else can reach yet (SINGLE_DEPTH_NESTING).
+ *   a TCP socket's     the kernel TCP socket an SDP socket owns for its
+ *   lock, its          fallback (sdp_fallback.c): taken inside the SDP
+ *   sk_callback_lock   socket lock, never the other way; TCP's callbacks
+ *                      take no SDP lock.
  *   cm_ev_lock         spinlock (bh), innermost: the CM event FIFO and the
  *                      HelloAck copy.
  *   sdp_sock_list_lock global spinlock (bh, sdp_proc.c): the /proc/net/sdp
@@ -396,6 +402,10 @@ struct sdp_sock {
 	u8 policy;	     /* SDP_POLICY_*; getsockopt() reads it */
 	u8 fallback_reason;  /* SDP_FB_*; WRITE_ONCE (getsockopt, /proc) */
 	bool fallback_armed; /* fallback_work pending */
+	/* A listener whose tcp listens on its address too; WRITE_ONCE
+	 * (poll(), TCP's callbacks).
+	 */
+	bool tcp_listening;
 	void (*tcp_state_change)(struct sock *sk);
 	void (*tcp_data_ready)(struct sock *sk);
 	void (*tcp_write_space)(struct sock *sk);
@@ -529,6 +539,7 @@ enum sdp_counter {
 	SDP_CNT_FALLBACK_BUSY,
 	SDP_CNT_FALLBACK_TIMEOUT,
 	SDP_CNT_FALLBACK_RESOURCES,
+	SDP_CNT_FALLBACK_PEER_TCP, /* accepted from a plain TCP client */
 	SDP_CNT_KEEPALIVE_PROBES,
 	SDP_CNT_PERSIST_PROBES,
 	SDP_CNT_CPU_COPY_BYTES,
@@ -573,6 +584,7 @@ void sdp_set_error(struct sock *sk, int err);
 void sdp_write_space(struct sock *sk);
 struct sock *sdp_sk_clone(struct sock *parent);
 void sdp_update_local(struct sock *sk);
+void sdp_sk_init_data(struct socket *sock, struct sock *sk);
 extern struct proto sdp_proto;
 
 /* sdp_cm.c */
@@ -672,6 +684,11 @@ void sdp_fb_work(struct work_struct *work);
 void sdp_fb_release(struct sock *sk);
 int sdp_fb_connect(struct socket *sock, struct sockaddr *addr, int len,
 		   int flags);
+int sdp_fb_listen(struct sock *sk, int backlog);
+void sdp_fb_unlisten(struct sock *sk);
+void sdp_fb_listening(struct sock *sk);
+bool sdp_fb_accept_ready(struct sock *sk);
+int sdp_fb_accept(struct sock *sk, struct socket *newsock, bool kern);
 __poll_t sdp_fb_poll(struct file *file, struct socket *sock,
 		     struct poll_table_struct *wait);
 int sdp_fb_sendmsg(struct socket *sock, struct msghdr *msg, size_t len);

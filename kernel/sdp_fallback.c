@@ -27,6 +27,7 @@
 #include <linux/net.h>
 #include <linux/poll.h>
 #include <linux/tcp.h>
+#include <net/inet_connection_sock.h>
 #include <net/sock.h>
 #include <net/tcp.h>
 
@@ -41,6 +42,7 @@ static_assert(SDP_FB_REJECTED == SDP_CORE_FB_REJECTED);
 static_assert(SDP_FB_BUSY == SDP_CORE_FB_BUSY);
 static_assert(SDP_FB_TIMEOUT == SDP_CORE_FB_TIMEOUT);
 static_assert(SDP_FB_RESOURCES == SDP_CORE_FB_RESOURCES);
+static_assert(SDP_FB_PEER_TCP == SDP_CORE_FB_PEER_TCP);
 
 /* ---- the TCP socket ------------------------------------------------------- */
 
@@ -189,7 +191,7 @@ static void sdp_fb_forward(struct sock *sk, struct sock *tsk,
 	 * sdp_fb_use()'s store of use_tcp before its read of sk_err.
 	 */
 	smp_mb();
-	if (!sdp_fallen_back(sk)) {
+	if (!sdp_fallen_back(sk) && !READ_ONCE(sdp_sk(sk)->tcp_listening)) {
 		callback(tsk);
 		return;
 	}
@@ -276,6 +278,7 @@ static const u8 sdp_fb_counter[] = {
 	[SDP_FB_BUSY] = SDP_CNT_FALLBACK_BUSY,
 	[SDP_FB_TIMEOUT] = SDP_CNT_FALLBACK_TIMEOUT,
 	[SDP_FB_RESOURCES] = SDP_CNT_FALLBACK_RESOURCES,
+	[SDP_FB_PEER_TCP] = SDP_CNT_FALLBACK_PEER_TCP,
 };
 
 /*
@@ -397,6 +400,144 @@ bool sdp_fb_try(struct sock *sk, int end)
 	return true;
 }
 
+/* ---- listeners: plain TCP clients too -------------------------------------- */
+
+/*
+ * listen() with SDP_POLICY_FALLBACK: the listener's address and port in
+ * TCP's space too (libsdp's "use both server", SMC's listening clcsock),
+ * so a port busy for TCP fails the listen() as it would over TCP.  Again
+ * on a listening socket: the new backlog.  Socket lock held; ssk->local
+ * is the SDP listener's address.
+ */
+int sdp_fb_listen(struct sock *sk, int backlog)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct socket *tcp;
+	int len, err;
+
+	sock_owned_by_me(sk);
+
+	if (ssk->policy == SDP_POLICY_TCP)
+		return -EOPNOTSUPP;
+	if (ssk->policy != SDP_POLICY_FALLBACK)
+		return 0;
+	if (ssk->tcp_listening)
+		return kernel_listen(ssk->tcp, backlog);
+	err = sdp_fb_prepare(sk, ssk->local.ss_family);
+	if (err)
+		return err;
+	tcp = ssk->tcp;
+	sdp_fb_copy_sol(sk, tcp->sk);
+	if (ssk->local.ss_family == AF_INET6 && ssk->v6only)
+		tcp->sk->sk_ipv6only = 1;
+	len = ssk->local.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+						 sizeof(struct sockaddr_in);
+	err = kernel_bind(tcp, (struct sockaddr *)&ssk->local, len);
+	if (!err) {
+		sdp_fb_install(sk, tcp->sk);
+		err = kernel_listen(tcp, backlog);
+	}
+	if (err)
+		sdp_fb_unlisten(sk);
+	return err;
+}
+
+/*
+ * Both sides listen: from now on TCP's clients wake the listener's waiters
+ * and accept() takes them; the TCP socket stays until the listener goes.
+ * Socket lock held.
+ */
+void sdp_fb_listening(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sock_owned_by_me(sk);
+
+	if (ssk->tcp)
+		WRITE_ONCE(ssk->tcp_listening, true);
+}
+
+/* The SDP side could not listen after all (never listening).  Socket lock
+ * held.
+ */
+void sdp_fb_unlisten(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct socket *tcp = ssk->tcp;
+
+	sock_owned_by_me(sk);
+
+	if (!tcp)
+		return;
+	sdp_fb_restore(sk, tcp->sk);
+	ssk->tcp = NULL;
+	sock_release(tcp);
+}
+
+/* A TCP client waits in the listener's TCP accept queue.  No lock. */
+bool sdp_fb_accept_ready(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	/* tcp stays while tcp_listening: released with the listener. */
+	return READ_ONCE(ssk->tcp_listening) &&
+	       !reqsk_queue_empty(&inet_csk(ssk->tcp->sk)->icsk_accept_queue);
+}
+
+/*
+ * accept(): a TCP client becomes a new SDP socket that went over TCP at
+ * once, on newsock.  -EAGAIN when none waits (or the listener takes no
+ * TCP clients).  The listener's socket lock held.
+ */
+int sdp_fb_accept(struct sock *sk, struct socket *newsock, bool kern)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct socket *newtcp;
+	struct sock *child;
+	int err;
+
+	sock_owned_by_me(sk);
+
+	if (!ssk->tcp_listening)
+		return -EAGAIN;
+	err = kernel_accept(ssk->tcp, &newtcp, O_NONBLOCK);
+	if (err)
+		return err;
+	/*
+	 * The child is a clone of the TCP listener: it came with the
+	 * listener's forwarding callbacks (and no sk_user_data, NOCOPY), so
+	 * until now its events woke nobody.  TCP's own come back first; the
+	 * child's socket then installs its forwarding over them.
+	 */
+	write_lock_bh(&newtcp->sk->sk_callback_lock);
+	newtcp->sk->sk_state_change = ssk->tcp_state_change;
+	newtcp->sk->sk_data_ready = ssk->tcp_data_ready;
+	newtcp->sk->sk_write_space = ssk->tcp_write_space;
+	newtcp->sk->sk_error_report = ssk->tcp_error_report;
+	newtcp->sk->sk_user_data = NULL;
+	write_unlock_bh(&newtcp->sk->sk_callback_lock);
+	child = sdp_sk_alloc(sock_net(sk), kern);
+	if (!child) {
+		/* As TCP's accept() when it cannot allocate: the client's
+		 * connection goes (reset), the caller sees the error.
+		 */
+		sock_release(newtcp);
+		return -ENOMEM;
+	}
+	sdp_sk_init_data(newsock, child);
+	sock_prot_inuse_add(sock_net(child), child->sk_prot, 1);
+	/* Nobody else can reach the new socket yet: its lock nests under
+	 * the listener's (see the contract in sdp.h).
+	 */
+	lock_sock_nested(child, SINGLE_DEPTH_NESTING);
+	sdp_sk(child)->policy = SDP_POLICY_FALLBACK;
+	sdp_sk(child)->tcp = newtcp;
+	sdp_fb_use(child, SDP_FB_PEER_TCP);
+	release_sock(child);
+	newsock->state = SS_CONNECTED;
+	return 0;
+}
+
 /* ---- the fallback timer: no answer from the peer's CM in time ------------- */
 
 void sdp_fb_arm(struct sock *sk)
@@ -461,6 +602,7 @@ void sdp_fb_release(struct sock *sk)
 	sdp_fb_disarm(sk);
 	tcp = ssk->tcp;
 	ssk->tcp = NULL;
+	WRITE_ONCE(ssk->tcp_listening, false);
 	release_sock(sk);
 	if (!tcp)
 		return;

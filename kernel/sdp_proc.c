@@ -139,6 +139,7 @@ static const char *const sdp_counter_names[SDP_CNT_MAX] = {
 	[SDP_CNT_FALLBACK_BUSY] = "conn_fallback_busy",
 	[SDP_CNT_FALLBACK_TIMEOUT] = "conn_fallback_timeout",
 	[SDP_CNT_FALLBACK_RESOURCES] = "conn_fallback_resources",
+	[SDP_CNT_FALLBACK_PEER_TCP] = "conn_fallback_peer_tcp",
 	[SDP_CNT_KEEPALIVE_PROBES] = "keepalive_probes",
 	[SDP_CNT_PERSIST_PROBES] = "persist_probes",
 	[SDP_CNT_CPU_COPY_BYTES] = "cpu_copy_bytes",

@@ -134,7 +134,7 @@ struct sock *sdp_sk_alloc(struct net *net, int kern)
 	return sk;
 }
 
-static void sdp_sk_init_data(struct socket *sock, struct sock *sk)
+void sdp_sk_init_data(struct socket *sock, struct sock *sk)
 {
 	sock_init_data(sock, sk);
 	/* After sock_init_data(), which installs the default destructor. */
@@ -534,7 +534,7 @@ static int sdp_listen(struct socket *sock, int backlog)
 	backlog = clamp(backlog, 0, (int)READ_ONCE(sock_net(sk)->core.sysctl_somaxconn));
 	if (sk->sk_state == TCP_LISTEN) {
 		WRITE_ONCE(sk->sk_max_ack_backlog, backlog);
-		err = 0;
+		err = sdp_fb_listen(sk, backlog);
 		goto out;
 	}
 	if (sk->sk_state != TCP_CLOSE)
@@ -544,9 +544,17 @@ static int sdp_listen(struct socket *sock, int backlog)
 		if (err)
 			goto out;
 	}
-	err = rdma_listen(ssk->cm_id, backlog + 1);
+	/* Its address and port in TCP's space too, if the policy says so. */
+	sdp_update_local(sk);
+	err = sdp_fb_listen(sk, backlog);
 	if (err)
 		goto out;
+	err = rdma_listen(ssk->cm_id, backlog + 1);
+	if (err) {
+		sdp_fb_unlisten(sk);
+		goto out;
+	}
+	sdp_fb_listening(sk);
 	sdp_update_local(sk);
 	WRITE_ONCE(sk->sk_max_ack_backlog, backlog);
 	sdp_set_state(sk, TCP_LISTEN);
@@ -599,6 +607,11 @@ static int sdp_do_accept(struct socket *sock, struct socket *newsock,
 		child = sdp_accept_dequeue(sk);
 		if (child)
 			break;
+		/* A plain TCP client of a listener that takes them. */
+		err = sdp_fb_accept(sk, newsock, kern);
+		if (err != -EAGAIN)
+			goto out;
+		err = 0;
 		if (!timeo) {
 			err = -EAGAIN;
 			goto out;
@@ -610,6 +623,7 @@ static int sdp_do_accept(struct socket *sock, struct socket *newsock,
 		add_wait_queue_exclusive(sk_sleep(sk), &wait);
 		sk_wait_event(sk, &timeo,
 			      !list_empty(&ssk->accept_queue) ||
+			      sdp_fb_accept_ready(sk) ||
 			      sk->sk_state != TCP_LISTEN, &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
 	}
@@ -805,8 +819,8 @@ static __poll_t sdp_poll(struct file *file, struct socket *sock,
 	sock_poll_wait(file, sock, wait);
 
 	if (state == TCP_LISTEN)
-		return list_empty_careful(&ssk->accept_queue) ? 0 :
-		       EPOLLIN | EPOLLRDNORM;
+		return list_empty_careful(&ssk->accept_queue) &&
+		       !sdp_fb_accept_ready(sk) ? 0 : EPOLLIN | EPOLLRDNORM;
 
 	shutdown = READ_ONCE(sk->sk_shutdown);
 	if (shutdown == SHUTDOWN_MASK || state == TCP_CLOSE)

@@ -27,8 +27,8 @@ int sysctl_sdp_max_conns = 65536;
 int sysctl_sdp_tx_stall_ms = 15000;
 int sysctl_sdp_ack_timeout = 15;
 /*
- * Off until the listener's side of the fallback is built (issue 11): an
- * SDP listener does not accept TCP clients yet.
+ * Off until the whole test suite (conformance, rogue peer, faults) has run
+ * with it on (Documentation/fallback.md).
  */
 int sysctl_sdp_fallback;
 int sysctl_sdp_fallback_ms = 500;

@@ -46,6 +46,11 @@
 #define SDP_POLICY_SDP 0      /* SDP only: what SDP cannot carry fails */
 #define SDP_POLICY_FALLBACK 1 /* SDP, else TCP */
 #define SDP_POLICY_TCP 2      /* TCP only (connect(); not listen() yet) */
+/*
+ * A listener with SDP_POLICY_FALLBACK also listens on its address and port
+ * over TCP: accept() returns plain TCP clients too, as sockets that went
+ * over TCP (SDP_FB_PEER_TCP).
+ */
 
 /* int (getsockopt only): the transport of the socket's connection. */
 #define SDP_TRANSPORT 84
@@ -62,6 +67,7 @@
 #define SDP_FB_BUSY 4	   /* the peer's SDP listener had no resources */
 #define SDP_FB_TIMEOUT 5   /* no answer within net.sdp.fallback_ms */
 #define SDP_FB_RESOURCES 6 /* no QP, CQ, memory or memlock here */
+#define SDP_FB_PEER_TCP 7  /* accepted: the client came over TCP */
 
 #ifndef __KERNEL__
 #include <stdint.h>

@@ -217,6 +217,7 @@ enum sdp_core_fallback {
 	SDP_CORE_FB_BUSY = 4,
 	SDP_CORE_FB_TIMEOUT = 5,
 	SDP_CORE_FB_RESOURCES = 6,
+	SDP_CORE_FB_PEER_TCP = 7, /* a listener's child: the client chose TCP */
 };
 
 /* How an SDP connect attempt ended, as the host saw it. */

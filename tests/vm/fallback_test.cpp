@@ -470,7 +470,139 @@ TEST_F(RoceDropped, ASendWaitingForTheConnectionIsSentByTcp)
     EXPECT_EQ(recv_all(s.get(), data.size()), data);
 }
 
-TEST(Fallback, ClosedSocketsLeaveNothing)
+// An SDP listener with SDP_POLICY_FALLBACK listens over TCP too.
+Fd both_listener(const sockaddr* a, socklen_t len)
+{
+    Fd fd = sdp_socket(SDP_POLICY_FALLBACK);
+    EXPECT_EQ(bind(fd.get(), a, len), 0) << strerror(errno);
+    EXPECT_EQ(listen(fd.get(), 8), 0) << strerror(errno);
+    return fd;
+}
+
+Fd both_listener(const char* ip, int port)
+{
+    const sockaddr_in a = make_addr(ip, port);
+    return both_listener(reinterpret_cast<const sockaddr*>(&a), sizeof(a));
+}
+
+Fd tcp_client(const char* ip, int port)
+{
+    Fd fd(socket(AF_INET, SOCK_STREAM, 0));
+    EXPECT_EQ(connect_to(fd.get(), ip, port), 0) << strerror(errno);
+    return fd;
+}
+
+TEST(Listener, TakesPlainTcpClientsAndSdpOnes)
+{
+    const auto before = counters();
+    Fd l = both_listener(kAddrA, 7620);
+    Fd tc = tcp_client(kAddrA, 7620);
+    Fd ts(accept_within(l.get()));
+    ASSERT_GE(ts.get(), 0) << strerror(errno);
+    EXPECT_EQ(int_opt(ts.get(), SOL_SDP, SDP_TRANSPORT), SDP_TRANSPORT_TCP);
+    EXPECT_EQ(int_opt(ts.get(), SOL_SDP, SDP_FALLBACK_REASON), SDP_FB_PEER_TCP);
+    EXPECT_EQ(counter_delta(before, "conn_fallback_peer_tcp"), 1U);
+    EXPECT_EQ(sock_name(ts.get(), true), sock_name(tc.get(), false));
+    EXPECT_EQ(sock_name(ts.get(), false), sock_name(tc.get(), true));
+    expect_stream_works(tc.get(), ts.get());
+
+    Fd sc = sdp_socket(SDP_POLICY_SDP);
+    ASSERT_EQ(connect_to(sc.get(), kAddrA, 7620), 0) << strerror(errno);
+    Fd ss(accept_within(l.get()));
+    ASSERT_GE(ss.get(), 0) << strerror(errno);
+    EXPECT_EQ(int_opt(ss.get(), SOL_SDP, SDP_TRANSPORT), SDP_TRANSPORT_SDP);
+    expect_stream_works(sc.get(), ss.get());
+}
+
+TEST(Listener, APortTakenOverTcpFailsTheListenAsTcpWould)
+{
+    Fd tcp = tcp_listener(kAddrA, 7621);
+    Fd both = sdp_socket(SDP_POLICY_FALLBACK);
+    const sockaddr_in a = make_addr(kAddrA, 7621);
+    ASSERT_EQ(bind(both.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0);
+    EXPECT_EQ(listen(both.get(), 8), -1);
+    EXPECT_EQ(errno, EADDRINUSE);
+    // SDP's own port space is separate: SDP only listens there.
+    both.reset();
+    Fd sdp_only = sdp_listener(kAddrA, 7621);
+    // TCP only is for connect(), not for listeners yet.
+    Fd tcp_only = sdp_socket(SDP_POLICY_TCP);
+    const sockaddr_in b = make_addr(kAddrA, 7622);
+    ASSERT_EQ(bind(tcp_only.get(), reinterpret_cast<const sockaddr*>(&b), sizeof(b)), 0);
+    EXPECT_EQ(listen(tcp_only.get(), 8), -1);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+}
+
+// Each alone: an accept() and an epoll waiter both woken by one client
+// race for it, and the loser's epoll_wait() rightly sees nothing (as with
+// a TCP listener).
+TEST(Listener, ABlockedAcceptWakesForATcpClient)
+{
+    Fd l = both_listener(kAddrA, 7623);
+    // Bounded: an accept() never woken fails the test, not the tier.
+    const timeval bound{30L * wait_scale(), 0};
+    ASSERT_EQ(setsockopt(l.get(), SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof(bound)), 0);
+    std::atomic<int> accepted{-1};
+    std::thread acceptor([&] { accepted = accept(l.get(), nullptr, nullptr); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    Fd tc = tcp_client(kAddrA, 7623);
+    acceptor.join();
+    ASSERT_GE(accepted.load(), 0) << "accept() did not return a connection";
+    Fd ts(accepted.load());
+    EXPECT_EQ(int_opt(ts.get(), SOL_SDP, SDP_FALLBACK_REASON), SDP_FB_PEER_TCP);
+    expect_stream_works(tc.get(), ts.get());
+}
+
+TEST(Listener, AnEdgeTriggeredEpollWaiterWakesForATcpClient)
+{
+    Fd l = both_listener(kAddrA, 7627);
+    Fd ep(epoll_create1(0));
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLET;
+    ASSERT_EQ(epoll_ctl(ep.get(), EPOLL_CTL_ADD, l.get(), &ev), 0);
+    std::atomic<int> woke{-1};
+    std::thread waiter([&] {
+        epoll_event out{};
+        woke = epoll_wait(ep.get(), &out, 1, 20000 * wait_scale());
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    Fd tc = tcp_client(kAddrA, 7627);
+    waiter.join();
+    EXPECT_EQ(woke.load(), 1);
+    Fd ts(accept_within(l.get()));
+    ASSERT_GE(ts.get(), 0) << strerror(errno);
+    EXPECT_EQ(int_opt(ts.get(), SOL_SDP, SDP_TRANSPORT), SDP_TRANSPORT_TCP);
+}
+
+TEST(Listener, ClosingItResetsTcpClientsNotAcceptedAsTcpDoes)
+{
+    std::vector<int> got;
+    for (bool sdp : {false, true}) {
+        Fd l = sdp ? both_listener(kAddrA, 7624) : tcp_listener(kAddrA, 7625);
+        Fd tc = tcp_client(kAddrA, sdp ? 7624 : 7625);
+        pollfd p{l.get(), POLLIN, 0};
+        ASSERT_EQ(poll(&p, 1, 20000 * wait_scale()), 1);
+        l.reset();
+        char b;
+        got.push_back(recv(tc.get(), &b, 1, 0) < 0 ? errno : 0);
+    }
+    EXPECT_EQ(got[1], got[0]) << strerror(got[1]) << " vs " << strerror(got[0]);
+    EXPECT_EQ(got[0], ECONNRESET);
+}
+
+TEST(Listener, Ipv6WildcardTakesIpv4TcpClients)
+{
+    const sockaddr_in6 any = make_addr6("::", 7626);
+    Fd l = both_listener(reinterpret_cast<const sockaddr*>(&any), sizeof(any));
+    Fd tc = tcp_client(kAddrA, 7626);
+    Fd ts(accept_within(l.get()));
+    ASSERT_GE(ts.get(), 0) << strerror(errno);
+    EXPECT_EQ(sock_name(ts.get(), true).rfind("10/::ffff:10.77.0.1:", 0), 0U)
+        << sock_name(ts.get(), true);
+    expect_stream_works(tc.get(), ts.get());
+}
+
+TEST(Afterwards, NoSdpSocketIsLeft)
 {
     // Every socket of the tests above is closed: their SDP side and their
     // TCP socket are gone (the TCP ones may linger in TIME_WAIT, which is

@@ -5,7 +5,9 @@
 # back (SDP_POLICY_FALLBACK) reaches a plain TCP server on the other host,
 # across the link: first where b runs sdp.ko but nothing listens on SDP
 # (its CM answers REJ), then where b has no RDMA device at all (nothing
-# answers; net.sdp.fallback_ms bounds the wait).  Documentation/fallback.md.
+# answers; net.sdp.fallback_ms bounds the wait); and b's SDP listener that
+# takes both serves a plain TCP client and an SDP one on the same port.
+# Documentation/fallback.md.
 #
 # fb_check LOG REASON WHAT: the connect went over TCP with SDP_FB_<REASON>
 # and its duplex stream verified.
@@ -23,9 +25,15 @@ if [ "$PAIR_ME" = b ]; then
 	"$io" serve --family inet --addr 0.0.0.0 --port 7401 --timeout 300 \
 		> /tmp/fallback-srv.log 2>&1 &
 	srv=$!
+	"$io" serve --family sdp --policy fallback --addr 0.0.0.0 --port 7402 --timeout 300 \
+		> /tmp/fallback-both.log 2>&1 &
+	both=$!
 	sleep 0.5
 	pair_mark fallback-listening
 	pair_await fallback-rejected-done 120
+	kill "$both" 2>/dev/null
+	wait "$both" 2>/dev/null
+	pair_log "listener of both: $(tr '\n' ' ' < /tmp/fallback-both.log)"
 	# A host without RDMA: its RoCE device goes (rxe's UDP port stays
 	# bound and drops what comes; a host without rxe answers with ICMP,
 	# which the CM ignores as well).
@@ -45,6 +53,18 @@ else
 		--plan duplex:4M --seed 51 --timeout 120 > /tmp/fallback-rej.log 2>&1
 	cat /tmp/fallback-rej.log
 	fb_check /tmp/fallback-rej.log 3 "no SDP listener on the peer (REJ)"
+	for fam in inet sdp; do
+		"$io" connect --family $fam --addr "$PAIR_PEER_ADDR" --port 7402 \
+			--plan duplex:4M --seed 53 --timeout 120 > "/tmp/fallback-both-$fam.log" 2>&1
+		cat "/tmp/fallback-both-$fam.log"
+		who="a plain TCP client"
+		[ $fam = sdp ] && who="an SDP client"
+		if grep -q '^conn 0 duplex: ok' "/tmp/fallback-both-$fam.log"; then
+			pass "fallback: $who of an SDP listener that takes both: 4 MiB each way verified"
+		else
+			fail "fallback: $who of an SDP listener that takes both: $(tr '\n' ' ' < "/tmp/fallback-both-$fam.log")"
+		fi
+	done
 	pair_mark fallback-rejected-done
 	pair_await fallback-no-rdma 60
 	"$io" connect --family sdp --policy fallback --addr "$PAIR_PEER_ADDR" --port 7401 \
