@@ -87,6 +87,8 @@
 
 #include <linux/percpu.h>
 #include <linux/workqueue.h>
+#include <linux/ipv6.h>
+#include <net/inet_sock.h>
 #include <net/sock.h>
 #include <net/tcp_states.h>
 #include <rdma/ib_verbs.h>
@@ -98,6 +100,8 @@
 
 /* Socket family registered at load (module parameter `family`). */
 extern int sdp_family;
+/* Protocol number of SDP in AF_INET/AF_INET6 (module parameter `ipproto`). */
+extern int sdp_ipproto;
 extern struct workqueue_struct *sdp_wq;
 
 /* ---- tunables (sdp_sysctl.c, net.sdp.*) ---------------------------------- */
@@ -276,7 +280,15 @@ struct sdp_cm_ev {
 enum sdp_urg { SDP_URG_NONE, SDP_URG_VALID, SDP_URG_READ };
 
 struct sdp_sock {
-	struct sock sk; /* must stay first: sk_alloc() allocates an sdp_sock */
+	/*
+	 * Must stay first: sk_alloc() allocates an sdp_sock.  An IPPROTO_SDP
+	 * socket is made by inet_create()/inet6_create(), which write
+	 * inet_sock's fields; SDP itself uses only struct sock's.
+	 */
+	union {
+		struct sock sk;
+		struct inet_sock inet;
+	};
 
 	/*
 	 * Everything up to the listener's fields: the socket lock (see the
@@ -473,6 +485,16 @@ struct sdp_sock {
 	struct list_head list_node; /* /proc/net/sdp: sdp_sock_list_lock */
 };
 
+/*
+ * An IPPROTO_SDP socket of AF_INET6, as tcp6_sock: inet6_create() finds the
+ * ipv6_pinfo at proto.ipv6_pinfo_offset (6.7 on), before that in the last
+ * bytes of proto.obj_size, so it must stay last.
+ */
+struct sdp6_sock {
+	struct sdp_sock sdp;
+	struct ipv6_pinfo inet6;
+};
+
 static inline struct sdp_sock *sdp_sk(const struct sock *sk)
 {
 	return (struct sdp_sock *)sk;
@@ -577,9 +599,9 @@ DECLARE_PER_CPU(struct sdp_stats, sdp_stats);
 /* ---- functions ------------------------------------------------------------ */
 
 /* sdp_socket.c */
-int sdp_socket_register(int family);
+int sdp_socket_register(int family, int ipproto);
 void sdp_socket_unregister(void);
-struct sock *sdp_sk_alloc(struct net *net, int kern);
+struct sock *sdp_sk_alloc(struct net *net, const struct sock *like, int kern);
 void sdp_set_error(struct sock *sk, int err);
 void sdp_write_space(struct sock *sk);
 struct sock *sdp_sk_clone(struct sock *parent);

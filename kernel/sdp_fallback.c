@@ -516,7 +516,7 @@ int sdp_fb_accept(struct sock *sk, struct socket *newsock, bool kern)
 	newtcp->sk->sk_error_report = ssk->tcp_error_report;
 	newtcp->sk->sk_user_data = NULL;
 	write_unlock_bh(&newtcp->sk->sk_callback_lock);
-	child = sdp_sk_alloc(sock_net(sk), kern);
+	child = sdp_sk_alloc(sock_net(sk), sk, kern);
 	if (!child) {
 		/* As TCP's accept() when it cannot allocate: the client's
 		 * connection goes (reset), the caller sees the error.

@@ -7,6 +7,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/in.h>
 #include <linux/module.h>
 #include <linux/net.h>
 #include <linux/socket.h>
@@ -20,6 +21,29 @@ struct workqueue_struct *sdp_wq;
 module_param_named(family, sdp_family, int, 0444);
 MODULE_PARM_DESC(family,
 		 "socket family number to register (default 27, AF_INET_SDP)");
+
+int sdp_ipproto = IPPROTO_SDP;
+module_param_named(ipproto, sdp_ipproto, int, 0444);
+MODULE_PARM_DESC(ipproto,
+		 "protocol number of SDP in AF_INET and AF_INET6 (default 257, IPPROTO_SDP; 0: none)");
+
+/*
+ * Stream protocol numbers the kernel's AF_INET/AF_INET6 use (or may load):
+ * registering one of them would take it over or be ignored.
+ */
+static bool __init sdp_ipproto_taken(int ipproto)
+{
+	switch (ipproto) {
+	case IPPROTO_IP:
+	case IPPROTO_TCP:
+	case IPPROTO_SCTP:
+	case IPPROTO_MPTCP:
+	case 256: /* IPPROTO_SMC, Linux 6.11 */
+		return true;
+	default:
+		return false;
+	}
+}
 
 /*
  * Load-time checks of glue decisions that Soft-RoCE cannot catch, because
@@ -58,6 +82,13 @@ static int __init sdp_init(void)
 		return -EINVAL;
 	}
 
+	if (sdp_ipproto < 0 || sdp_ipproto >= IPPROTO_MAX ||
+	    (sdp_ipproto && sdp_ipproto_taken(sdp_ipproto))) {
+		pr_err("ipproto=%d is out of range or used by the kernel: use 0 (none) or a free number below %d, such as %d\n",
+		       sdp_ipproto, IPPROTO_MAX, IPPROTO_SDP);
+		return -EINVAL;
+	}
+
 	check = sdp_core_selftest(&failed);
 	if (check) {
 		pr_err("protocol core self-check %d failed: %s\n", check,
@@ -81,17 +112,26 @@ static int __init sdp_init(void)
 	if (err)
 		goto out_sysctl;
 
-	err = sdp_socket_register(sdp_family);
+	err = sdp_socket_register(sdp_family, sdp_ipproto);
 	if (err == -EEXIST) {
 		pr_err("family %d is already registered by another protocol; load with family=N\n",
 		       sdp_family);
+		goto out_proc;
+	}
+	if (err == -EADDRINUSE) {
+		pr_err("protocol %d of AF_INET is already taken; load with ipproto=N (0: none)\n",
+		       sdp_ipproto);
 		goto out_proc;
 	}
 	if (err) {
 		pr_err("registering family %d failed: %d\n", sdp_family, err);
 		goto out_proc;
 	}
-	pr_info("registered socket family %d\n", sdp_family);
+	if (sdp_ipproto)
+		pr_info("registered socket family %d and protocol %d of AF_INET and AF_INET6\n",
+			sdp_family, sdp_ipproto);
+	else
+		pr_info("registered socket family %d\n", sdp_family);
 	return 0;
 
 out_proc:
@@ -118,3 +158,10 @@ module_exit(sdp_exit);
 MODULE_DESCRIPTION("Sockets Direct Protocol: zero-copy stream sockets over RDMA");
 MODULE_LICENSE("GPL");
 MODULE_ALIAS_NETPROTO(AF_INET_SDP);
+/*
+ * socket(AF_INET or AF_INET6, SOCK_STREAM, IPPROTO_SDP) loads the module.
+ * The type is a number: SOCK_STREAM is an enum, which __stringify() keeps
+ * as its name.
+ */
+MODULE_ALIAS_NET_PF_PROTO_TYPE(PF_INET, IPPROTO_SDP, 1);
+MODULE_ALIAS_NET_PF_PROTO_TYPE(PF_INET6, IPPROTO_SDP, 1);

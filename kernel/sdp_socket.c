@@ -18,6 +18,8 @@
 #include <linux/tcp.h>
 #include <linux/version.h>
 #include <net/addrconf.h>
+#include <net/inet_common.h>
+#include <net/protocol.h>
 #include <net/ip.h>
 #include <net/route.h>
 #include <net/sock.h>
@@ -32,13 +34,51 @@
 #define SDP_KEEPCNT_DEFAULT 9
 
 static void sdp_set_keepalive(struct sock *sk, int on);
+static int sdp_inet_init(struct sock *sk);
+static void sdp_inet_destroy(struct sock *sk);
+static void sdp_unhash(struct sock *sk);
 
+/*
+ * AF_INET_SDP sockets of either address family and IPPROTO_SDP sockets of
+ * AF_INET.  .init, .destroy and .unhash serve only inet_create(), which
+ * calls the first and, when it fails after it, sk_common_release().
+ */
 struct proto sdp_proto = {
 	.name = "SDP",
 	.owner = THIS_MODULE,
 	.obj_size = sizeof(struct sdp_sock),
 	.keepalive = sdp_set_keepalive,
+	.init = sdp_inet_init,
+	.destroy = sdp_inet_destroy,
+	.unhash = sdp_unhash,
 };
+
+#if IS_ENABLED(CONFIG_IPV6)
+/* IPPROTO_SDP sockets of AF_INET6 (inet6_create()). */
+static struct proto sdp6_proto = {
+	.name = "SDPv6",
+	.owner = THIS_MODULE,
+	.obj_size = sizeof(struct sdp6_sock),
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 7, 0)
+	.ipv6_pinfo_offset = offsetof(struct sdp6_sock, inet6),
+#endif
+	.keepalive = sdp_set_keepalive,
+	.init = sdp_inet_init,
+	.destroy = sdp_inet_destroy,
+	.unhash = sdp_unhash,
+};
+
+/* A new or cloned AF_INET6 sock points at its own ipv6_pinfo. */
+static void sdp_sk_set_pinet6(struct sock *sk)
+{
+	if (sk->sk_prot_creator == &sdp6_proto)
+		inet_sk(sk)->pinet6 = &((struct sdp6_sock *)sk)->inet6;
+}
+#else
+static void sdp_sk_set_pinet6(struct sock *sk)
+{
+}
+#endif
 
 void sdp_write_space(struct sock *sk)
 {
@@ -90,8 +130,9 @@ static void sdp_sk_init_priv(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 
-	memset((char *)ssk + sizeof(struct sock), 0,
-	       sizeof(*ssk) - sizeof(struct sock));
+	/* Not the inet_sock: inet_create() has set it up already. */
+	memset((char *)ssk + offsetof(struct sdp_sock, core), 0,
+	       sizeof(*ssk) - offsetof(struct sdp_sock, core));
 	ssk->self = sk;
 	INIT_LIST_HEAD(&ssk->accept_queue);
 	INIT_LIST_HEAD(&ssk->accept_node);
@@ -119,16 +160,24 @@ static void sdp_sk_init_priv(struct sock *sk)
 						       SDP_POLICY_SDP;
 }
 
-/* A new SDP sock, for socket(). */
-struct sock *sdp_sk_alloc(struct net *net, int kern)
+/*
+ * A new SDP sock: for socket() of AF_INET_SDP (like NULL), or one of the
+ * same family and protocol as the sock like (a listener's TCP client).
+ */
+struct sock *sdp_sk_alloc(struct net *net, const struct sock *like, int kern)
 {
 	struct sock *sk;
 
-	sk = sk_alloc(net, sdp_family, GFP_KERNEL, &sdp_proto, kern);
+	if (like)
+		sk = sk_alloc(net, like->sk_family, GFP_KERNEL,
+			      like->sk_prot_creator, kern);
+	else
+		sk = sk_alloc(net, sdp_family, GFP_KERNEL, &sdp_proto, kern);
 	if (!sk)
 		return NULL;
 	sdp_sk_init_priv(sk);
-	sk->sk_protocol = IPPROTO_TCP;
+	sk->sk_protocol = like ? like->sk_protocol : IPPROTO_TCP;
+	sdp_sk_set_pinet6(sk);
 	sk->sk_state = TCP_CLOSE;
 	sdp_sock_list_add(sk);
 	return sk;
@@ -142,6 +191,39 @@ void sdp_sk_init_data(struct socket *sock, struct sock *sk)
 	sk->sk_write_space = sdp_write_space;
 	sk->sk_sndbuf = READ_ONCE(sock_net(sk)->ipv4.sysctl_tcp_wmem[1]);
 	sk->sk_rcvbuf = READ_ONCE(sock_net(sk)->ipv4.sysctl_tcp_rmem[1]);
+}
+
+/*
+ * socket(AF_INET or AF_INET6, SOCK_STREAM, IPPROTO_SDP): inet_create() or
+ * inet6_create() has allocated the sock, run sock_init_data() and set up
+ * the inet part (family, protocol, and for AF_INET6 pinet6 and
+ * sk_ipv6only from net.ipv6.bindv6only); the SDP part is done here.
+ */
+static int sdp_inet_init(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sdp_sk_init_priv(sk);
+	ssk->v6only = sk->sk_ipv6only;
+	sk->sk_state = TCP_CLOSE;
+	sk->sk_destruct = sdp_sk_destruct;
+	sk->sk_write_space = sdp_write_space;
+	sk->sk_sndbuf = READ_ONCE(sock_net(sk)->ipv4.sysctl_tcp_wmem[1]);
+	sk->sk_rcvbuf = READ_ONCE(sock_net(sk)->ipv4.sysctl_tcp_rmem[1]);
+	sdp_sock_list_add(sk);
+	sock_prot_inuse_add(sock_net(sk), sk->sk_prot, 1);
+	return 0;
+}
+
+/* A socket inet_create() gave up after sdp_inet_init() (cgroup BPF). */
+static void sdp_inet_destroy(struct sock *sk)
+{
+	sock_prot_inuse_add(sock_net(sk), sk->sk_prot, -1);
+}
+
+/* SDP ports live in the RDMA CM, not in an inet hash table. */
+static void sdp_unhash(struct sock *sk)
+{
 }
 
 /* ---- close -------------------------------------------------------------- */
@@ -261,13 +343,33 @@ static int sdp_release(struct socket *sock)
  * caller's buffer is not the user's, so it must not be read (inet6 ignores
  * the scope id then, and reports 0 for it).
  */
-static int sdp_check_addr(const struct sockaddr *addr, int len,
-			  struct sockaddr_storage *out)
+static int sdp_check_addr(const struct sock *sk, const struct sockaddr *addr,
+			  int len, struct sockaddr_storage *out, bool bind)
 {
 	size_t n;
 
 	if (len < (int)sizeof(sa_family_t))
 		return -EINVAL;
+	/* An IPPROTO_SDP socket takes its own family's addresses, as
+	 * inet_bind(), inet6_bind() and tcp_v4/v6_connect() do; AF_INET's
+	 * bind() also takes AF_UNSPEC with INADDR_ANY, as AF_INET.
+	 */
+	if (sk->sk_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)addr;
+
+		if (len < (int)sizeof(struct sockaddr_in))
+			return -EINVAL;
+		if (s4->sin_family != AF_INET &&
+		    (!bind || s4->sin_family != AF_UNSPEC ||
+		     s4->sin_addr.s_addr != htonl(INADDR_ANY)))
+			return -EAFNOSUPPORT;
+		memset(out, 0, sizeof(*out));
+		memcpy(out, addr, sizeof(struct sockaddr_in));
+		out->ss_family = AF_INET;
+		return 0;
+	}
+	if (sk->sk_family == AF_INET6 && addr->sa_family != AF_INET6)
+		return len < SIN6_LEN_RFC2133 ? -EINVAL : -EAFNOSUPPORT;
 	switch (addr->sa_family) {
 	case AF_INET:
 		if (len < (int)sizeof(struct sockaddr_in))
@@ -449,7 +551,7 @@ static int sdp_bind(struct socket *sock, struct sockaddr *uaddr, int len)
 	if (sdp_fallen_back(sk)) /* connected or connecting, as TCP says */
 		return -EINVAL;
 
-	err = sdp_check_addr(uaddr, len, &addr);
+	err = sdp_check_addr(sk, uaddr, len, &addr, true);
 	if (err)
 		return err;
 	if (ntohs(sdp_addr_port(&addr)) &&
@@ -679,7 +781,7 @@ static int sdp_connect(struct socket *sock, struct sockaddr *raddr, int len,
 		release_sock(sk);
 		return err;
 	}
-	err = sdp_check_addr(raddr, len, &addr);
+	err = sdp_check_addr(sk, raddr, len, &addr, false);
 	if (err)
 		return err;
 
@@ -1035,6 +1137,7 @@ static int sdp_setsockopt(struct socket *sock, int level, int optname,
 			err = -EINVAL;
 		else
 			ssk->v6only = !!val;
+		sk->sk_ipv6only = ssk->v6only;
 		release_sock(sk);
 		return err;
 	}
@@ -1204,7 +1307,7 @@ static int sdp_create(struct net *net, struct socket *sock, int protocol,
 	if (protocol != IPPROTO_IP && protocol != IPPROTO_TCP)
 		return -EPROTONOSUPPORT;
 
-	sk = sdp_sk_alloc(net, kern);
+	sk = sdp_sk_alloc(net, NULL, kern);
 	if (!sk)
 		return -ENOBUFS;
 
@@ -1240,6 +1343,10 @@ struct sock *sdp_sk_clone(struct sock *parent)
 	bh_unlock_sock(sk);
 	ssk = sdp_sk(sk);
 	sdp_sk_init_priv(sk);
+	/* The copy points at the listener's ipv6_pinfo; the pointers in it
+	 * are NULL (SDP sets no IPv6 socket option that allocates).
+	 */
+	sdp_sk_set_pinet6(sk);
 	sk->sk_state = TCP_CLOSE;
 	sk->sk_ack_backlog = 0;
 	sk->sk_flags &= ~BIT(SOCK_DONE);
@@ -1255,6 +1362,7 @@ struct sock *sdp_sk_clone(struct sock *parent)
 	ssk->keepintvl = pssk->keepintvl;
 	ssk->keepcnt = pssk->keepcnt;
 	ssk->zcopy_thresh = pssk->zcopy_thresh;
+	ssk->v6only = pssk->v6only;
 	ssk->local.ss_family = pssk->local.ss_family;
 	sdp_sock_list_add(sk);
 	return sk;
@@ -1265,24 +1373,141 @@ static struct net_proto_family sdp_family_ops = {
 	.owner = THIS_MODULE,
 };
 
-int sdp_socket_register(int family)
+/* IPPROTO_SDP: the same operations under AF_INET's and AF_INET6's name. */
+static struct proto_ops sdp_inet_ops;
+static struct inet_protosw sdp_inet_protosw = {
+	.type = SOCK_STREAM,
+	.prot = &sdp_proto,
+	.ops = &sdp_inet_ops,
+};
+
+#if IS_ENABLED(CONFIG_IPV6)
+static struct proto_ops sdp_inet6_ops;
+static struct inet_protosw sdp_inet6_protosw = {
+	.type = SOCK_STREAM,
+	.prot = &sdp6_proto,
+	.ops = &sdp_inet6_ops,
+};
+#endif
+
+/*
+ * inet_register_protosw() cannot fail: it ignores (with a message) a
+ * number a permanent protocol holds, and shadows one a module registered.
+ * sdp_main.c refuses the numbers the kernel uses; whether socket() now
+ * makes an SDP socket is checked here by making one.
+ */
+static int sdp_inet_check(int family, int ipproto, struct proto *prot)
+{
+	struct socket *sock;
+	bool ours;
+	int err;
+
+	err = sock_create_kern(&init_net, family, SOCK_STREAM, ipproto, &sock);
+	if (err)
+		return err;
+	ours = sock->sk->sk_prot_creator == prot;
+	sock_release(sock);
+	return ours ? 0 : -EEXIST;
+}
+
+static int sdp_inet_register(int ipproto)
 {
 	int err;
 
+	sdp_inet_ops = sdp_proto_ops;
+	sdp_inet_ops.family = PF_INET;
+	sdp_inet_protosw.protocol = ipproto;
+#if IS_ENABLED(CONFIG_IPV6)
+	sdp_inet6_ops = sdp_proto_ops;
+	sdp_inet6_ops.family = PF_INET6;
+	sdp_inet6_protosw.protocol = ipproto;
+	/* First, as it says -EPERM for a permanent protocol's number. */
+	err = inet6_register_protosw(&sdp_inet6_protosw);
+	if (err)
+		return err == -EPERM ? -EEXIST : err;
+#endif
+	inet_register_protosw(&sdp_inet_protosw);
+	err = sdp_inet_check(PF_INET, ipproto, &sdp_proto);
+	if (err == -EEXIST) {
+		/* Not added: entries go after the permanent ones only. */
+#if IS_ENABLED(CONFIG_IPV6)
+		inet6_unregister_protosw(&sdp_inet6_protosw);
+#endif
+		return err;
+	}
+#if IS_ENABLED(CONFIG_IPV6)
+	if (!err)
+		err = sdp_inet_check(PF_INET6, ipproto, &sdp6_proto);
+#endif
+	if (err) {
+		inet_unregister_protosw(&sdp_inet_protosw);
+#if IS_ENABLED(CONFIG_IPV6)
+		inet6_unregister_protosw(&sdp_inet6_protosw);
+#endif
+	}
+	return err;
+}
+
+static void sdp_inet_unregister(void)
+{
+	inet_unregister_protosw(&sdp_inet_protosw);
+#if IS_ENABLED(CONFIG_IPV6)
+	inet6_unregister_protosw(&sdp_inet6_protosw);
+#endif
+}
+
+/*
+ * The family (-EEXIST: taken), then IPPROTO_SDP unless ipproto is 0
+ * (-EADDRINUSE: the number is taken).
+ */
+int sdp_socket_register(int family, int ipproto)
+{
+	int err;
+
+#if IS_ENABLED(CONFIG_IPV6)
+	BUILD_BUG_ON(offsetof(struct sdp6_sock, inet6) +
+		     sizeof(struct ipv6_pinfo) != sizeof(struct sdp6_sock));
+#endif
 	err = proto_register(&sdp_proto, 1);
 	if (err)
 		return err;
-
+#if IS_ENABLED(CONFIG_IPV6)
+	err = proto_register(&sdp6_proto, 1);
+	if (err)
+		goto out_proto;
+#endif
 	sdp_proto_ops.family = family;
 	sdp_family_ops.family = family;
 	err = sock_register(&sdp_family_ops);
 	if (err)
-		proto_unregister(&sdp_proto);
+		goto out_proto6;
+	if (ipproto) {
+		err = sdp_inet_register(ipproto);
+		if (err) {
+			sock_unregister(family);
+			if (err == -EEXIST)
+				err = -EADDRINUSE;
+			goto out_proto6;
+		}
+	}
+	return 0;
+
+out_proto6:
+#if IS_ENABLED(CONFIG_IPV6)
+	proto_unregister(&sdp6_proto);
+out_proto:
+#endif
+	proto_unregister(&sdp_proto);
 	return err;
 }
 
 void sdp_socket_unregister(void)
 {
+	if (sdp_ipproto)
+		sdp_inet_unregister();
 	sock_unregister(sdp_family_ops.family);
+#if IS_ENABLED(CONFIG_IPV6)
+	proto_unregister(&sdp6_proto);
+#endif
 	proto_unregister(&sdp_proto);
 }

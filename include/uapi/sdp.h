@@ -21,6 +21,21 @@
 #define SDP_FAMILY_SYSFS_PATH "/sys/module/sdp/parameters/family"
 
 /*
+ * The same sockets with ordinary inet addressing, for programs and language
+ * runtimes that cannot pass an unknown family:
+ *
+ *   int fd = socket(AF_INET or AF_INET6, SOCK_STREAM, IPPROTO_SDP);
+ *
+ * SO_DOMAIN reads AF_INET/AF_INET6 and SO_PROTOCOL IPPROTO_SDP; addresses
+ * follow the family as on TCP (an AF_INET6 socket reaches IPv4 peers by
+ * v4-mapped addresses unless IPV6_V6ONLY).  No kernel uses 257; sdp.ko can
+ * register another number with its `ipproto` module parameter (0: none),
+ * published in SDP_IPPROTO_SYSFS_PATH.
+ */
+#define IPPROTO_SDP 257
+#define SDP_IPPROTO_SYSFS_PATH "/sys/module/sdp/parameters/ipproto"
+
+/*
  * Socket options.  Level SOL_SDP, or SOL_TCP for the historical ones (OFED
  * SDP numbers, so programs written for it keep working).
  */

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 //
-// sdp.ko in a real kernel: module load and unload, the `family` parameter,
-// autoloading through the net-pf alias, socket creation and release, and
-// socket() errors compared against AF_INET (TCP is the oracle).
+// sdp.ko in a real kernel: module load and unload, the `family` and
+// `ipproto` parameters, autoloading through the net-pf aliases, socket
+// creation and release, and socket() and address errors compared against
+// AF_INET (TCP is the oracle).
 //
 // Runs as root inside the test VM (tests/vm/tier-socket.sh), which sets
 // SDP_MODULE (the built sdp.ko) and SDP_MODROOT (a module root where sdp.ko
@@ -13,6 +14,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -273,6 +275,182 @@ TEST_F(SdpModule, SocketAutoloadsTheInstalledModule)
     ASSERT_GE(fd, 0) << "autoload through net-pf-27 failed: " << strerror(errno);
     EXPECT_TRUE(module_loaded(kModuleName));
     EXPECT_EQ(int_sockopt(fd, SO_DOMAIN), AF_INET_SDP);
+}
+
+// ---- IPPROTO_SDP: SDP as a protocol of AF_INET and AF_INET6 ----------------
+
+TEST_F(SdpModule, IpprotoSocketsAreInetSockets)
+{
+    KmsgCapture kmsg;
+    load();
+    EXPECT_EQ(read_file(SDP_IPPROTO_SYSFS_PATH).value_or(""), "257\n");
+    EXPECT_TRUE(kmsg.contains("and protocol 257 of AF_INET and AF_INET6"));
+    for (const int family : {AF_INET, AF_INET6}) {
+        SCOPED_TRACE(family);
+        const int fd = open_socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_SDP);
+        ASSERT_GE(fd, 0) << strerror(errno);
+        EXPECT_EQ(int_sockopt(fd, SO_DOMAIN), family);
+        EXPECT_EQ(int_sockopt(fd, SO_PROTOCOL), IPPROTO_SDP);
+        EXPECT_EQ(int_sockopt(fd, SO_TYPE), SOCK_STREAM);
+        EXPECT_TRUE(fcntl(fd, F_GETFL) & O_NONBLOCK);
+        EXPECT_TRUE(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+    }
+    EXPECT_EQ(protocol_sockets_in_use("SDP"), 1);
+    EXPECT_EQ(protocol_sockets_in_use("SDPv6"), 1);
+    // The wildcard protocol still means TCP.
+    const int tcp = open_socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(tcp, 0) << strerror(errno);
+    EXPECT_EQ(int_sockopt(tcp, SO_PROTOCOL), IPPROTO_TCP);
+    EXPECT_EQ(unload_module(kModuleName), EWOULDBLOCK);
+    close_all();
+    EXPECT_EQ(protocol_sockets_in_use("SDP"), 0);
+    EXPECT_EQ(protocol_sockets_in_use("SDPv6"), 0);
+    EXPECT_EQ(unload_module(kModuleName), 0);
+    // Gone with the module (autoload off): as on a kernel that never had it.
+    ASSERT_TRUE(write_file(kModprobeSysctl, "\n"));
+    EXPECT_EQ(socket_errno(AF_INET, SOCK_STREAM, IPPROTO_SDP), EPROTONOSUPPORT);
+    EXPECT_EQ(socket_errno(AF_INET6, SOCK_STREAM, IPPROTO_SDP), EPROTONOSUPPORT);
+    EXPECT_EQ(socket_errno(AF_INET, SOCK_STREAM, 0), 0);
+}
+
+struct AddrCase {
+    const char* name;
+    sockaddr_storage ss;
+    socklen_t len;
+};
+
+std::vector<AddrCase> address_cases()
+{
+    std::vector<AddrCase> cases;
+    auto add4 = [&](const char* name, sa_family_t fam, const char* ip, socklen_t len) {
+        AddrCase c{name, {}, len};
+        auto* a = reinterpret_cast<sockaddr_in*>(&c.ss);
+        a->sin_family = fam;
+        inet_pton(AF_INET, ip, &a->sin_addr);
+        cases.push_back(c);
+    };
+    auto add6 = [&](const char* name, sa_family_t fam, const char* ip, socklen_t len) {
+        AddrCase c{name, {}, len};
+        auto* a = reinterpret_cast<sockaddr_in6*>(&c.ss);
+        a->sin6_family = fam;
+        inet_pton(AF_INET6, ip, &a->sin6_addr);
+        cases.push_back(c);
+    };
+    add4("sockaddr_in any", AF_INET, "0.0.0.0", sizeof(sockaddr_in));
+    add4("sockaddr_in short", AF_INET, "0.0.0.0", sizeof(sockaddr_in) - 1);
+    add4("AF_UNSPEC any", AF_UNSPEC, "0.0.0.0", sizeof(sockaddr_in));
+    add4("AF_UNSPEC loopback", AF_UNSPEC, "127.0.0.1", sizeof(sockaddr_in));
+    add4("AF_UNIX", AF_UNIX, "0.0.0.0", sizeof(sockaddr_in));
+    add6("sockaddr_in6 any", AF_INET6, "::", sizeof(sockaddr_in6));
+    add6("sockaddr_in6 RFC 2133", AF_INET6, "::", 24);
+    add6("sockaddr_in6 short", AF_INET6, "::", 23);
+    add6("sockaddr_in6 v4-mapped", AF_INET6, "::ffff:127.0.0.1", sizeof(sockaddr_in6));
+    add6("AF_INET in a long buffer", AF_INET, "::", sizeof(sockaddr_in6));
+    add6("family only", AF_INET6, "::", sizeof(sa_family_t));
+    return cases;
+}
+
+// An IPPROTO_SDP socket takes its family's addresses as TCP does, errno for
+// errno: the address checks come before anything RDMA.
+TEST_F(SdpModule, IpprotoAddressErrorsMatchTcp)
+{
+    load();
+    int compared = 0;
+    for (const int family : {AF_INET, AF_INET6}) {
+        for (const AddrCase& c : address_cases()) {
+            for (const bool bind_op : {true, false}) {
+                SCOPED_TRACE(std::string(bind_op ? "bind " : "connect ") + c.name + " on " +
+                             (family == AF_INET ? "AF_INET" : "AF_INET6"));
+                auto op = [&](int protocol) {
+                    const int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK, protocol);
+                    if (fd < 0)
+                        return -1000 - errno;
+                    const auto* sa = reinterpret_cast<const sockaddr*>(&c.ss);
+                    const int rc = bind_op ? bind(fd, sa, c.len) : connect(fd, sa, c.len);
+                    const int err = rc == 0 ? 0 : errno;
+                    close(fd);
+                    return err;
+                };
+                const int tcp = op(0);
+                const int sdp = op(IPPROTO_SDP);
+                if (tcp == EINVAL || tcp == EAFNOSUPPORT) {
+                    EXPECT_EQ(sdp, tcp) << "TCP: " << strerror(tcp) << ", SDP: " << strerror(sdp);
+                    compared++;
+                } else if (bind_op) {
+                    // TCP took the address: SDP may lack a device for it,
+                    // not call it malformed.
+                    EXPECT_NE(sdp, EINVAL) << "TCP: " << strerror(tcp);
+                    EXPECT_NE(sdp, EAFNOSUPPORT) << "TCP: " << strerror(tcp);
+                }
+            }
+        }
+    }
+    EXPECT_GE(compared, 12);
+}
+
+TEST_F(SdpModule, IpprotoParameterIsHonoured)
+{
+    ASSERT_TRUE(write_file(kModprobeSysctl, "\n"));
+    load("ipproto=258");
+    EXPECT_EQ(read_file(SDP_IPPROTO_SYSFS_PATH).value_or(""), "258\n");
+    const int fd = open_socket(AF_INET6, SOCK_STREAM, 258);
+    ASSERT_GE(fd, 0) << strerror(errno);
+    EXPECT_EQ(int_sockopt(fd, SO_PROTOCOL), 258);
+    EXPECT_EQ(socket_errno(AF_INET, SOCK_STREAM, IPPROTO_SDP), EPROTONOSUPPORT);
+    EXPECT_FALSE(write_file(SDP_IPPROTO_SYSFS_PATH, "257"));
+    close_all();
+    ASSERT_EQ(unload_module(kModuleName), 0);
+
+    // 0: the family only.
+    KmsgCapture kmsg;
+    load("ipproto=0");
+    EXPECT_TRUE(kmsg.contains("sdp: registered socket family 27"));
+    EXPECT_FALSE(kmsg.contains("and protocol"));
+    EXPECT_EQ(socket_errno(AF_INET, SOCK_STREAM, IPPROTO_SDP), EPROTONOSUPPORT);
+    EXPECT_EQ(socket_errno(AF_INET_SDP, SOCK_STREAM, 0), 0);
+}
+
+TEST_F(SdpModule, BadIpprotoParameterIsRejectedWithAReason)
+{
+    struct Case {
+        const char* params;
+        const char* log;
+    };
+    const Case cases[] = {
+        {"ipproto=6", "ipproto=6 is out of range or used by the kernel"},     // TCP
+        {"ipproto=132", "ipproto=132 is out of range or used by the kernel"}, // SCTP
+        {"ipproto=256", "ipproto=256 is out of range or used by the kernel"}, // SMC
+        {"ipproto=262", "ipproto=262 is out of range or used by the kernel"}, // MPTCP
+        {"ipproto=263", "ipproto=263 is out of range"},
+        {"ipproto=-1", "ipproto=-1 is out of range"},
+    };
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.params);
+        KmsgCapture kmsg;
+        EXPECT_EQ(load_module(module_path_, c.params), EINVAL);
+        EXPECT_FALSE(module_loaded(kModuleName));
+        EXPECT_TRUE(kmsg.contains(c.log)) << "no kernel log line naming the problem";
+    }
+    // TCP is untouched.
+    const int fd = open_socket(AF_INET, SOCK_STREAM, IPPROTO_TCP);
+    ASSERT_GE(fd, 0) << strerror(errno);
+    EXPECT_EQ(int_sockopt(fd, SO_PROTOCOL), IPPROTO_TCP);
+}
+
+TEST_F(SdpModule, IpprotoSocketAutoloadsTheInstalledModule)
+{
+    const std::string modroot = required_env("SDP_MODROOT");
+    const std::string wrapper = "/tmp/sdp-modprobe";
+    ASSERT_TRUE(
+        write_file(wrapper, "#!/bin/sh\nexec /sbin/modprobe -d '" + modroot + "' \"$@\"\n"));
+    ASSERT_EQ(chmod(wrapper.c_str(), 0755), 0);
+    ASSERT_TRUE(write_file(kModprobeSysctl, wrapper + "\n"));
+
+    ASSERT_FALSE(module_loaded(kModuleName));
+    const int fd = open_socket(AF_INET6, SOCK_STREAM, IPPROTO_SDP);
+    ASSERT_GE(fd, 0) << "autoload through net-pf-10-proto-257-type-1 failed: " << strerror(errno);
+    EXPECT_TRUE(module_loaded(kModuleName));
+    EXPECT_EQ(int_sockopt(fd, SO_PROTOCOL), IPPROTO_SDP);
 }
 
 } // namespace

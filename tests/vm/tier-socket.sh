@@ -58,6 +58,8 @@ grep -q '^sdp ' /proc/modules || insmod "$SDP_MODULE"
 "$build/host/sdp_vm_rdma_tests" --gtest_color=no || status=1
 # Fallback to TCP on the same socket: its TCP-differential checks.
 "$build/host/sdp_vm_fallback_tests" --gtest_color=no || status=1
+# IPPROTO_SDP from an unmodified Python program, over RDMA and after fallback.
+python3 tests/vm/ipproto_test.py || status=1
 "$build/host/sdp_vm_zcopy_tests" --gtest_color=no || status=1
 # In-kernel consumers: tests/kmod/sdp_kecho.ko (scripts/build-test-module.sh).
 SDP_KECHO_MODULE=$build/kmod-tests/$kver/sdp_kecho.ko \
