@@ -418,6 +418,11 @@ struct sdp_sock {
 	 * (poll(), TCP's callbacks).
 	 */
 	bool tcp_listening;
+	/* tcp's sock once it carries the connection, for /proc/net/sdp:
+	 * set and cleared (before tcp is released) under
+	 * sdp_sock_list_lock, which /proc reads it under.
+	 */
+	struct sock *proc_tcp;
 	void (*tcp_state_change)(struct sock *sk);
 	void (*tcp_data_ready)(struct sock *sk);
 	void (*tcp_write_space)(struct sock *sk);
@@ -731,6 +736,7 @@ void sdp_cm_abandon(struct sock *sk);
 int sdp_proc_init(void);
 void sdp_sock_list_add(struct sock *sk);
 void sdp_sock_list_del(struct sock *sk);
+void sdp_sock_list_set_tcp(struct sock *sk, struct sock *tsk);
 void sdp_proc_exit(void);
 
 /* sdp_sysctl.c */

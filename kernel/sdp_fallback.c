@@ -306,6 +306,7 @@ static void sdp_fb_use(struct sock *sk, int reason)
 	 * readers of sdp_fallen_back().
 	 */
 	smp_store_release(&ssk->use_tcp, true);
+	sdp_sock_list_set_tcp(sk, tsk);
 	/* An error TCP had before its callbacks forwarded (see there). */
 	smp_mb();
 	if (READ_ONCE(tsk->sk_err))
@@ -606,6 +607,7 @@ void sdp_fb_release(struct sock *sk)
 	release_sock(sk);
 	if (!tcp)
 		return;
+	sdp_sock_list_set_tcp(sk, NULL); /* before tcp goes */
 	sdp_fb_restore(sk, tcp->sk);
 	if (sdp_fallen_back(sk))
 		sdp_fb_follow_sol(sk, tcp); /* SO_LINGER */

@@ -7,6 +7,7 @@
 #include <linux/proc_fs.h>
 #include <linux/seq_file.h>
 #include <net/net_namespace.h>
+#include <net/tcp.h>
 #include <net/tcp_states.h>
 
 #include "sdp.h"
@@ -30,6 +31,21 @@ void sdp_sock_list_del(struct sock *sk)
 	list_del(&sdp_sk(sk)->list_node);
 	spin_unlock_bh(&sdp_sock_list_lock);
 }
+
+/* The TCP sock /proc/net/sdp shows for sk (NULL: none, before its release). */
+void sdp_sock_list_set_tcp(struct sock *sk, struct sock *tsk)
+{
+	spin_lock_bh(&sdp_sock_list_lock);
+	sdp_sk(sk)->proc_tcp = tsk;
+	spin_unlock_bh(&sdp_sock_list_lock);
+}
+
+static const char *const sdp_fb_reason_names[] = {
+	[SDP_FB_NONE] = "none",		[SDP_FB_POLICY] = "policy",
+	[SDP_FB_NO_ROUTE] = "no_route", [SDP_FB_REJECTED] = "rejected",
+	[SDP_FB_BUSY] = "busy",		[SDP_FB_TIMEOUT] = "timeout",
+	[SDP_FB_RESOURCES] = "resources", [SDP_FB_PEER_TCP] = "peer_tcp",
+};
 
 static const char *const sdp_state_names[] = {
 	[TCP_ESTABLISHED] = "ESTABLISHED", [TCP_SYN_SENT] = "SYN_SENT",
@@ -57,6 +73,70 @@ static int sdp_fmt_addr(char *buf, size_t len, const struct sockaddr_storage *a)
 	return scnprintf(buf, len, "0.0.0.0:0");
 }
 
+static const char *sdp_state_name(int state)
+{
+	return state >= 0 && state < ARRAY_SIZE(sdp_state_names) &&
+		       sdp_state_names[state] ?
+		       sdp_state_names[state] : "UNKNOWN";
+}
+
+/* The addresses of a TCP sock, read without its lock (as inet_diag). */
+static void sdp_tcp_addrs(const struct sock *tsk, struct sockaddr_storage *l,
+			  struct sockaddr_storage *r)
+{
+	const struct inet_sock *inet = inet_sk(tsk);
+
+	memset(l, 0, sizeof(*l));
+	memset(r, 0, sizeof(*r));
+#if IS_ENABLED(CONFIG_IPV6)
+	if (tsk->sk_family == AF_INET6) {
+		struct sockaddr_in6 *l6 = (void *)l, *r6 = (void *)r;
+
+		l6->sin6_family = AF_INET6;
+		l6->sin6_addr = tsk->sk_v6_rcv_saddr;
+		l6->sin6_port = READ_ONCE(inet->inet_sport);
+		r6->sin6_family = AF_INET6;
+		r6->sin6_addr = tsk->sk_v6_daddr;
+		r6->sin6_port = READ_ONCE(inet->inet_dport);
+		return;
+	}
+#endif
+	((struct sockaddr_in *)l)->sin_family = AF_INET;
+	((struct sockaddr_in *)l)->sin_addr.s_addr = READ_ONCE(inet->inet_rcv_saddr);
+	((struct sockaddr_in *)l)->sin_port = READ_ONCE(inet->inet_sport);
+	((struct sockaddr_in *)r)->sin_family = AF_INET;
+	((struct sockaddr_in *)r)->sin_addr.s_addr = READ_ONCE(inet->inet_daddr);
+	((struct sockaddr_in *)r)->sin_port = READ_ONCE(inet->inet_dport);
+}
+
+/*
+ * A socket that went over TCP: the TCP connection's addresses, state and
+ * queues (as /proc/net/tcp counts them), the SDP socket's owner and inode,
+ * no SDP flow control, and the transport with the fallback reason.
+ */
+static void sdp_show_fallen_back(struct seq_file *seq, int sl,
+				 struct sdp_sock *ssk, struct sock *tsk)
+{
+	const struct tcp_sock *tp = tcp_sk(tsk);
+	struct sockaddr_storage l, r;
+	char local[64], remote[64];
+	u8 reason = READ_ONCE(ssk->fallback_reason);
+	int state = READ_ONCE(tsk->sk_state);
+	int rx_queue;
+
+	sdp_tcp_addrs(tsk, &l, &r);
+	sdp_fmt_addr(local, sizeof(local), &l);
+	sdp_fmt_addr(remote, sizeof(remote), &r);
+	rx_queue = max_t(int, READ_ONCE(tp->rcv_nxt) - READ_ONCE(tp->copied_seq), 0);
+	seq_printf(seq, "%3d: %-45s %-45s %-11s %-8u %-8d %-5u %-8lu 0 0 0 0 0 0 tcp:%s\n",
+		   sl, local, remote, sdp_state_name(state),
+		   READ_ONCE(tp->write_seq) - READ_ONCE(tp->snd_una), rx_queue,
+		   from_kuid_munged(seq_user_ns(seq), sock_i_uid(&ssk->sk)),
+		   sock_i_ino(&ssk->sk),
+		   reason < ARRAY_SIZE(sdp_fb_reason_names) ?
+			   sdp_fb_reason_names[reason] : "unknown");
+}
+
 static int sdp_sockets_show(struct seq_file *seq, void *v)
 {
 	struct net *net = seq_file_single_net(seq);
@@ -67,7 +147,7 @@ static int sdp_sockets_show(struct seq_file *seq, void *v)
 	seq_printf(seq, "%4s %-45s %-45s %-11s %-8s %-8s %-5s %-8s %s\n", "sl",
 		   "local_address", "remote_address", "st", "tx_queue",
 		   "rx_queue", "uid", "inode",
-		   "credits rx_posted rx_unread tx_queued tx_posted ctl_posted");
+		   "credits rx_posted rx_unread tx_queued tx_posted ctl_posted transport");
 	spin_lock_bh(&sdp_sock_list_lock);
 	list_for_each_entry(ssk, &sdp_sock_list, list_node) {
 		struct sock *sk = &ssk->sk;
@@ -76,6 +156,10 @@ static int sdp_sockets_show(struct seq_file *seq, void *v)
 
 		if (!net_eq(sock_net(sk), net))
 			continue;
+		if (ssk->proc_tcp) {
+			sdp_show_fallen_back(seq, sl++, ssk, ssk->proc_tcp);
+			continue;
+		}
 		/* A half-open child the listener evicted is being reset (its
 		 * destroy work is queued): no longer in the handshake, as
 		 * TCP drops the request at once.
@@ -89,11 +173,8 @@ static int sdp_sockets_show(struct seq_file *seq, void *v)
 		else
 			strscpy(remote, ssk->local.ss_family == AF_INET6 ?
 				"[::]:0" : "0.0.0.0:0", sizeof(remote));
-		seq_printf(seq, "%3d: %-45s %-45s %-11s %-8llu %-8llu %-5u %-8lu %u %u %u %u %u %u\n",
-			   sl++, local, remote,
-			   state < ARRAY_SIZE(sdp_state_names) &&
-				   sdp_state_names[state] ?
-				   sdp_state_names[state] : "UNKNOWN",
+		seq_printf(seq, "%3d: %-45s %-45s %-11s %-8llu %-8llu %-5u %-8lu %u %u %u %u %u %u %s\n",
+			   sl++, local, remote, sdp_state_name(state),
 			   READ_ONCE(ssk->snd_queued) - READ_ONCE(ssk->snd_acked),
 			   READ_ONCE(ssk->rcv_nxt) - READ_ONCE(ssk->copied_seq),
 			   from_kuid_munged(seq_user_ns(seq), sock_i_uid(sk)),
@@ -106,7 +187,9 @@ static int sdp_sockets_show(struct seq_file *seq, void *v)
 			   READ_ONCE(ssk->rx.tail) - READ_ONCE(ssk->rx.read),
 			   READ_ONCE(ssk->tx.tail) - READ_ONCE(ssk->tx.post),
 			   READ_ONCE(ssk->tx.post) - READ_ONCE(ssk->tx.done),
-			   READ_ONCE(ssk->ctl.post) - READ_ONCE(ssk->ctl.done));
+			   READ_ONCE(ssk->ctl.post) - READ_ONCE(ssk->ctl.done),
+			   /* A listener that takes TCP clients too. */
+			   READ_ONCE(ssk->tcp_listening) ? "sdp+tcp" : "sdp");
 	}
 	spin_unlock_bh(&sdp_sock_list_lock);
 	return 0;

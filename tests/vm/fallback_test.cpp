@@ -26,7 +26,9 @@
 #include <string>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sstream>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -178,6 +180,27 @@ std::string sock_name(int fd, bool peer)
     return rc == 0 ? name_of(a) : std::string("error ") + strerror(errno);
 }
 
+// The columns of fd's line in /proc/net/sdp (found by its inode), or none.
+std::vector<std::string> proc_columns(int fd)
+{
+    struct stat st {};
+    if (fstat(fd, &st) != 0)
+        return {};
+    std::istringstream in(read_file("/proc/net/sdp").value_or(""));
+    std::string line;
+    while (std::getline(in, line)) {
+        std::istringstream words(line);
+        std::vector<std::string> cols;
+        for (std::string w; words >> w;)
+            cols.push_back(w);
+        // sl local remote st tx_queue rx_queue uid inode, 6 SDP columns,
+        // transport.
+        if (cols.size() == 15 && cols[7] == std::to_string(st.st_ino))
+            return cols;
+    }
+    return {};
+}
+
 TEST(Fallback, NoSdpListenerTheTcpServerGetsTheConnection)
 {
     const auto before = counters();
@@ -192,6 +215,14 @@ TEST(Fallback, NoSdpListenerTheTcpServerGetsTheConnection)
     // The names are the TCP connection's, seen the same from both ends.
     EXPECT_EQ(sock_name(c.get(), true), sock_name(s.get(), false));
     EXPECT_EQ(sock_name(c.get(), false), sock_name(s.get(), true));
+    // /proc/net/sdp lists it with the TCP connection's endpoints and state
+    // and the reason.
+    const std::vector<std::string> cols = proc_columns(c.get());
+    ASSERT_EQ(cols.size(), 15U) << proc_listing();
+    EXPECT_EQ(cols[2], "10.77.0.1:7601") << proc_listing();
+    EXPECT_EQ("2/" + cols[1], sock_name(c.get(), false)) << proc_listing();
+    EXPECT_EQ(cols[3], "ESTABLISHED");
+    EXPECT_EQ(cols[14], "tcp:rejected");
     expect_stream_works(c.get(), s.get());
 }
 
@@ -504,6 +535,11 @@ TEST(Listener, TakesPlainTcpClientsAndSdpOnes)
     EXPECT_EQ(counter_delta(before, "conn_fallback_peer_tcp"), 1U);
     EXPECT_EQ(sock_name(ts.get(), true), sock_name(tc.get(), false));
     EXPECT_EQ(sock_name(ts.get(), false), sock_name(tc.get(), true));
+    ASSERT_EQ(proc_columns(ts.get()).size(), 15U) << proc_listing();
+    EXPECT_EQ(proc_columns(ts.get())[14], "tcp:peer_tcp") << proc_listing();
+    ASSERT_EQ(proc_columns(l.get()).size(), 15U) << proc_listing();
+    EXPECT_EQ(proc_columns(l.get())[3], "LISTEN");
+    EXPECT_EQ(proc_columns(l.get())[14], "sdp+tcp") << proc_listing();
     expect_stream_works(tc.get(), ts.get());
 
     Fd sc = sdp_socket(SDP_POLICY_SDP);
@@ -511,6 +547,8 @@ TEST(Listener, TakesPlainTcpClientsAndSdpOnes)
     Fd ss(accept_within(l.get()));
     ASSERT_GE(ss.get(), 0) << strerror(errno);
     EXPECT_EQ(int_opt(ss.get(), SOL_SDP, SDP_TRANSPORT), SDP_TRANSPORT_SDP);
+    ASSERT_EQ(proc_columns(ss.get()).size(), 15U) << proc_listing();
+    EXPECT_EQ(proc_columns(ss.get())[14], "sdp");
     expect_stream_works(sc.get(), ss.get());
 }
 
