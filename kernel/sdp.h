@@ -423,6 +423,16 @@ struct sdp_sock {
 	 * sdp_sock_list_lock, which /proc reads it under.
 	 */
 	struct sock *proc_tcp;
+	/* TCP's error as last copied to sk_err (0: none), so that SO_ERROR,
+	 * which reads and clears the SDP socket's, clears TCP's too;
+	 * WRITE_ONCE (TCP's callbacks, forwarded calls).
+	 */
+	int fb_err_seen;
+	/* TCP's urgent pointer the SDP socket's owner got SIGURG for;
+	 * written by TCP's data_ready, under tcp's socket bh lock.
+	 */
+	u32 fb_urg_seq;
+	bool fb_urg_sent;
 	void (*tcp_state_change)(struct sock *sk);
 	void (*tcp_data_ready)(struct sock *sk);
 	void (*tcp_write_space)(struct sock *sk);

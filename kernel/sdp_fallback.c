@@ -172,6 +172,25 @@ static void sdp_fb_wake(struct sock *sk, void *key)
 }
 
 /*
+ * TCP signals urgent data to its socket's file owner (sk_send_sigurg()),
+ * and the TCP socket has no file: the SDP socket's owner gets SIGURG, once
+ * per urgent pointer as from TCP.  From TCP's callbacks, tsk bh-locked.
+ */
+static void sdp_fb_sigurg(struct sock *sk, struct sock *tsk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	const struct tcp_sock *tp = tcp_sk(tsk);
+	u32 seq = READ_ONCE(tp->urg_seq);
+
+	if (tsk->sk_state == TCP_LISTEN || !READ_ONCE(tp->urg_data) ||
+	    (ssk->fb_urg_sent && ssk->fb_urg_seq == seq))
+		return;
+	ssk->fb_urg_seq = seq;
+	ssk->fb_urg_sent = true;
+	sk_send_sigurg(sk);
+}
+
+/*
  * Run TCP's callback with a marker on TCP's wait queue, and wake the SDP
  * socket's queue with what TCP woke its own with.  The TCP socket's error
  * shows on the SDP socket too (SO_ERROR reads the SDP socket's).
@@ -208,8 +227,11 @@ static void sdp_fb_forward(struct sock *sk, struct sock *tsk,
 	remove_wait_queue(&wq->wait, &mark.entry);
 	rcu_read_unlock();
 	err = READ_ONCE(tsk->sk_err);
-	if (err)
+	if (err) {
+		WRITE_ONCE(sdp_sk(sk)->fb_err_seen, err);
 		WRITE_ONCE(sk->sk_err, err);
+	}
+	sdp_fb_sigurg(sk, tsk);
 	if (mark.woken)
 		sdp_fb_wake(sk, mark.key);
 }
@@ -309,8 +331,10 @@ static void sdp_fb_use(struct sock *sk, int reason)
 	sdp_sock_list_set_tcp(sk, tsk);
 	/* An error TCP had before its callbacks forwarded (see there). */
 	smp_mb();
-	if (READ_ONCE(tsk->sk_err))
+	if (READ_ONCE(tsk->sk_err)) {
+		WRITE_ONCE(ssk->fb_err_seen, READ_ONCE(tsk->sk_err));
 		WRITE_ONCE(sk->sk_err, READ_ONCE(tsk->sk_err));
+	}
 	sk->sk_state_change(sk);
 	sdp_write_space(sk);
 }
@@ -621,10 +645,30 @@ static struct socket *sdp_fb_sock(struct socket *sock)
 	return sdp_sk(sock->sk)->tcp;
 }
 
-/* The SDP socket's error follows TCP's after each call that may take it. */
+/*
+ * The error is TCP's; the SDP socket's sk_err is a copy because SO_ERROR
+ * reads it there.  Before a forwarded call: an error SO_ERROR has taken
+ * from the copy is gone from TCP too, as it would be from a TCP socket
+ * (no later POLLERR, no error from recv()).  Lockless: poll() calls it.
+ */
+static void sdp_fb_pull_err(struct socket *sock)
+{
+	struct sdp_sock *ssk = sdp_sk(sock->sk);
+	int seen = READ_ONCE(ssk->fb_err_seen);
+
+	if (seen && !READ_ONCE(sock->sk->sk_err)) {
+		cmpxchg(&ssk->tcp->sk->sk_err, seen, 0);
+		WRITE_ONCE(ssk->fb_err_seen, 0);
+	}
+}
+
+/* After a forwarded call that may take TCP's error: the copy follows. */
 static void sdp_fb_sync_err(struct socket *sock)
 {
-	WRITE_ONCE(sock->sk->sk_err, READ_ONCE(sdp_fb_sock(sock)->sk->sk_err));
+	int err = READ_ONCE(sdp_fb_sock(sock)->sk->sk_err);
+
+	WRITE_ONCE(sdp_sk(sock->sk)->fb_err_seen, err);
+	WRITE_ONCE(sock->sk->sk_err, err);
 }
 
 int sdp_fb_connect(struct socket *sock, struct sockaddr *addr, int len,
@@ -634,6 +678,7 @@ int sdp_fb_connect(struct socket *sock, struct sockaddr *addr, int len,
 	int err;
 
 	sdp_fb_follow_sol(sock->sk, tcp);
+	sdp_fb_pull_err(sock);
 	err = tcp->ops->connect(tcp, addr, len, flags);
 	sdp_fb_sync_err(sock);
 	sock->state = READ_ONCE(tcp->state);
@@ -647,6 +692,11 @@ __poll_t sdp_fb_poll(struct file *file, struct socket *sock,
 
 	/* Waiters sleep on the SDP socket's queue; TCP's mask. */
 	sock_poll_wait(file, sock, wait);
+	sdp_fb_pull_err(sock);
+#ifndef SOCK_CUSTOM_SOCKOPT
+	/* SO_RCVLOWAT set since the last call (tcp_poll() reads it). */
+	WRITE_ONCE(tcp->sk->sk_rcvlowat, READ_ONCE(sock->sk->sk_rcvlowat));
+#endif
 	return tcp->ops->poll(file, tcp, NULL);
 }
 
@@ -656,6 +706,7 @@ int sdp_fb_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 	int ret;
 
 	sdp_fb_follow_sol(sock->sk, tcp);
+	sdp_fb_pull_err(sock);
 	ret = tcp->ops->sendmsg(tcp, msg, len);
 
 	sdp_fb_sync_err(sock);
@@ -669,6 +720,7 @@ int sdp_fb_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	int ret;
 
 	sdp_fb_follow_sol(sock->sk, tcp);
+	sdp_fb_pull_err(sock);
 	ret = tcp->ops->recvmsg(tcp, msg, len, flags);
 
 	sdp_fb_sync_err(sock);
@@ -700,10 +752,15 @@ int sdp_fb_setsockopt(struct socket *sock, int level, int optname,
 		      sockptr_t optval, unsigned int optlen)
 {
 	struct socket *tcp = sdp_fb_sock(sock);
+	int err;
 
-	if (level == SOL_SOCKET)
-		return sock_setsockopt(tcp, level, optname, optval, optlen);
-	return tcp->ops->setsockopt(tcp, level, optname, optval, optlen);
+	if (level != SOL_SOCKET)
+		return tcp->ops->setsockopt(tcp, level, optname, optval, optlen);
+	err = sock_setsockopt(tcp, level, optname, optval, optlen);
+	/* getsockopt() at SOL_SOCKET reads the SDP socket: the same there. */
+	if (!err)
+		sock_setsockopt(sock, level, optname, optval, optlen);
+	return err;
 }
 
 int sdp_fb_getsockopt(struct socket *sock, int level, int optname,
