@@ -328,6 +328,11 @@ struct sdp_sock {
 	 * (connect()) or for a socket no thread can reach any more.
 	 */
 	bool bound;
+	/* bind() reserved the address in TCP's space (ssk->tcp is bound)
+	 * but SDP has no RDMA device for it: connect() goes over TCP at
+	 * once (SDP_FB_NO_ROUTE).  Socket lock.
+	 */
+	bool tcp_only_addr;
 	bool reuseaddr;
 	bool v6only;	 /* getsockopt() reads it without the lock */
 	bool orphan_teardown;
@@ -714,6 +719,8 @@ static inline bool sdp_fallen_back(const struct sock *sk)
 }
 
 int sdp_fb_prepare(struct sock *sk, int family);
+int sdp_fb_bind_first(struct sock *sk, struct sockaddr_storage *addr);
+void sdp_fb_unbind(struct sock *sk);
 void sdp_fb_arm(struct sock *sk);
 void sdp_fb_disarm(struct sock *sk);
 bool sdp_fb_try(struct sock *sk, int end);

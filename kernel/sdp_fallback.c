@@ -74,6 +74,61 @@ int sdp_fb_prepare(struct sock *sk, int family)
 	return 0;
 }
 
+static void sdp_fb_copy_sol(struct sock *sk, struct sock *tsk);
+
+/*
+ * bind() with a policy that may need TCP: TCP's bind first, so that the
+ * port is reserved in both spaces (a later fallback or TCP listen finds it
+ * free) and bind() fails exactly as TCP's would.  *addr then carries TCP's
+ * port, an ephemeral one if the caller gave 0, for SDP's bind.  Socket
+ * lock held.
+ */
+int sdp_fb_bind_first(struct sock *sk, struct sockaddr_storage *addr)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct sockaddr_storage got;
+	struct socket *tcp;
+	int len, err;
+
+	sock_owned_by_me(sk);
+
+	err = sdp_fb_prepare(sk, addr->ss_family);
+	if (err)
+		return err;
+	tcp = ssk->tcp;
+	sdp_fb_copy_sol(sk, tcp->sk);
+	if (addr->ss_family == AF_INET6 && ssk->v6only)
+		tcp->sk->sk_ipv6only = 1;
+	len = addr->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+					    sizeof(struct sockaddr_in);
+	err = kernel_bind(tcp, (struct sockaddr *)addr, len);
+	if (err)
+		return err;
+	err = kernel_getsockname(tcp, (struct sockaddr *)&got);
+	if (err < 0)
+		return err;
+	if (addr->ss_family == AF_INET6)
+		((struct sockaddr_in6 *)addr)->sin6_port =
+			((struct sockaddr_in6 *)&got)->sin6_port;
+	else
+		((struct sockaddr_in *)addr)->sin_port =
+			((struct sockaddr_in *)&got)->sin_port;
+	return 0;
+}
+
+/* SDP did not bind where TCP did: TCP's reservation goes too. */
+void sdp_fb_unbind(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sock_owned_by_me(sk);
+
+	if (ssk->tcp) {
+		sock_release(ssk->tcp);
+		ssk->tcp = NULL;
+	}
+}
+
 /* The socket-level options (SOL_SOCKET) of the SDP socket, onto TCP's. */
 static void sdp_fb_copy_sol(struct sock *sk, struct sock *tsk)
 {
@@ -345,7 +400,9 @@ static int sdp_fb_bind(struct sock *sk, struct socket *tcp)
 	struct sdp_sock *ssk = sdp_sk(sk);
 	int len;
 
-	if (!ssk->bound || ssk->local.ss_family != tcp->sk->sk_family)
+	/* Not bound, or bound already by bind() (sdp_fb_bind_first()). */
+	if (!ssk->bound || ssk->local.ss_family != tcp->sk->sk_family ||
+	    inet_sk(tcp->sk)->inet_num)
 		return 0;
 	len = ssk->local.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
 						 sizeof(struct sockaddr_in);
@@ -457,7 +514,9 @@ int sdp_fb_listen(struct sock *sk, int backlog)
 		tcp->sk->sk_ipv6only = 1;
 	len = ssk->local.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
 						 sizeof(struct sockaddr_in);
-	err = kernel_bind(tcp, (struct sockaddr *)&ssk->local, len);
+	/* Bound by bind() already, or here to the SDP listener's address. */
+	err = inet_sk(tcp->sk)->inet_num ? 0 :
+		kernel_bind(tcp, (struct sockaddr *)&ssk->local, len);
 	if (!err) {
 		sdp_fb_install(sk, tcp->sk);
 		err = kernel_listen(tcp, backlog);

@@ -541,6 +541,44 @@ static int sdp_do_bind(struct sock *sk, const struct sockaddr *addr)
 	return 0;
 }
 
+/*
+ * bind() of a socket whose policy may need TCP: the address and port in
+ * TCP's space first, then the same in SDP's (Documentation/fallback.md).
+ * An ephemeral port TCP chose may be taken in SDP's space: another.  An
+ * address SDP has no RDMA device for is TCP's only: connect() then goes
+ * over TCP at once.  Socket lock held.
+ */
+static int sdp_bind_both(struct sock *sk, const struct sockaddr_storage *addr)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	bool ephemeral = !sdp_addr_port(addr);
+	struct sockaddr_storage a;
+	int tries, err;
+
+	sock_owned_by_me(sk);
+
+	for (tries = 0;; tries++) {
+		a = *addr;
+		err = sdp_fb_bind_first(sk, &a);
+		if (err) {
+			sdp_fb_unbind(sk);
+			return err;
+		}
+		err = sdp_do_bind(sk, (struct sockaddr *)&a);
+		if (!err)
+			return 0;
+		if (err == -EADDRNOTAVAIL) {
+			/* TCP took the address: no RDMA device behind it. */
+			ssk->tcp_only_addr = true;
+			memcpy(&ssk->local, &a, sizeof(a));
+			return 0;
+		}
+		sdp_fb_unbind(sk);
+		if (!ephemeral || err != -EADDRINUSE || tries >= 3)
+			return err;
+	}
+}
+
 static int sdp_bind(struct socket *sock, struct sockaddr *uaddr, int len)
 {
 	struct sock *sk = sock->sk;
@@ -562,12 +600,15 @@ static int sdp_bind(struct socket *sock, struct sockaddr *uaddr, int len)
 
 	lock_sock(sk);
 	err = -EINVAL;
-	if (sk->sk_state != TCP_CLOSE || ssk->bound)
+	if (sk->sk_state != TCP_CLOSE || ssk->bound || ssk->tcp_only_addr)
 		goto out;
 	err = sdp_addr_scope(sk, &addr, false);
 	if (err)
 		goto out;
-	err = sdp_do_bind(sk, (struct sockaddr *)&addr);
+	if (ssk->policy != SDP_POLICY_SDP)
+		err = sdp_bind_both(sk, &addr);
+	else
+		err = sdp_do_bind(sk, (struct sockaddr *)&addr);
 out:
 	release_sock(sk);
 	return err;
@@ -641,8 +682,13 @@ static int sdp_listen(struct socket *sock, int backlog)
 	}
 	if (sk->sk_state != TCP_CLOSE)
 		goto out;
+	err = -EADDRNOTAVAIL; /* SDP has no device for the bound address */
+	if (ssk->tcp_only_addr)
+		goto out;
 	if (!ssk->bound) {
-		err = sdp_autobind(sk, AF_INET);
+		/* As TCP: an AF_INET6 socket listens on [::]. */
+		err = sdp_autobind(sk, sk->sk_family == AF_INET6 ? AF_INET6 :
+								  AF_INET);
 		if (err)
 			goto out;
 	}
@@ -822,6 +868,13 @@ static int sdp_connect(struct socket *sock, struct sockaddr *raddr, int len,
 		       sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
 		if (sdp_fb_try(sk, SDP_CORE_CE_START))
 			goto fell_back;
+		if (ssk->tcp_only_addr) {
+			/* Bound where SDP cannot go (sdp_bind_both()). */
+			if (sdp_fb_try(sk, SDP_CORE_CE_NO_ROUTE))
+				goto fell_back;
+			err = -EADDRNOTAVAIL;
+			goto out;
+		}
 		if (!ssk->cm_id) {
 			ssk->cm_id = sdp_cm_create_id(sk);
 			if (IS_ERR(ssk->cm_id)) {

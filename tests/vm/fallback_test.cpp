@@ -557,8 +557,8 @@ TEST(Listener, APortTakenOverTcpFailsTheListenAsTcpWould)
     Fd tcp = tcp_listener(kAddrA, 7621);
     Fd both = sdp_socket(SDP_POLICY_FALLBACK);
     const sockaddr_in a = make_addr(kAddrA, 7621);
-    ASSERT_EQ(bind(both.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0);
-    EXPECT_EQ(listen(both.get(), 8), -1);
+    // bind() reserves the port in TCP's space too: it fails as TCP's.
+    EXPECT_EQ(bind(both.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), -1);
     EXPECT_EQ(errno, EADDRINUSE);
     // SDP's own port space is separate: SDP only listens there.
     both.reset();
@@ -638,6 +638,93 @@ TEST(Listener, Ipv6WildcardTakesIpv4TcpClients)
     EXPECT_EQ(sock_name(ts.get(), true).rfind("10/::ffff:10.77.0.1:", 0), 0U)
         << sock_name(ts.get(), true);
     expect_stream_works(tc.get(), ts.get());
+}
+
+// bind() of a socket that may go over TCP reserves the port in TCP's space
+// too, and fails as TCP's bind would.
+TEST(Bind, ReservesThePortInTcpsSpaceToo)
+{
+    const sockaddr_in a = make_addr(kAddrA, 7630);
+    const auto* sa = reinterpret_cast<const sockaddr*>(&a);
+    {
+        Fd s = sdp_socket(SDP_POLICY_FALLBACK);
+        ASSERT_EQ(bind(s.get(), sa, sizeof(a)), 0) << strerror(errno);
+        Fd t(socket(AF_INET, SOCK_STREAM, 0));
+        EXPECT_EQ(bind(t.get(), sa, sizeof(a)), -1);
+        EXPECT_EQ(errno, EADDRINUSE);
+    }
+    {
+        // TCP's port taken first: the same errno as a second TCP bind.
+        Fd t(socket(AF_INET, SOCK_STREAM, 0));
+        ASSERT_EQ(bind(t.get(), sa, sizeof(a)), 0) << strerror(errno);
+        Fd s = sdp_socket(SDP_POLICY_FALLBACK);
+        EXPECT_EQ(bind(s.get(), sa, sizeof(a)), -1);
+        EXPECT_EQ(errno, EADDRINUSE);
+        // SDP only has its own port space.
+        Fd o = sdp_socket(SDP_POLICY_SDP);
+        EXPECT_EQ(bind(o.get(), sa, sizeof(a)), 0) << strerror(errno);
+    }
+    {
+        // An ephemeral port: the same in both spaces.
+        const sockaddr_in any = make_addr(kAddrA, 0);
+        Fd s = sdp_socket(SDP_POLICY_FALLBACK);
+        ASSERT_EQ(bind(s.get(), reinterpret_cast<const sockaddr*>(&any), sizeof(any)), 0)
+            << strerror(errno);
+        sockaddr_in got{};
+        socklen_t len = sizeof(got);
+        ASSERT_EQ(getsockname(s.get(), reinterpret_cast<sockaddr*>(&got), &len), 0);
+        ASSERT_NE(got.sin_port, 0);
+        Fd t(socket(AF_INET, SOCK_STREAM, 0));
+        EXPECT_EQ(bind(t.get(), reinterpret_cast<const sockaddr*>(&got), sizeof(got)), -1);
+        EXPECT_EQ(errno, EADDRINUSE);
+    }
+}
+
+// A local address on a netdev without RDMA (a dummy interface).
+class NoRdmaAddress : public ::testing::Test {
+  protected:
+    static constexpr const char* kAddr = "10.78.0.1";
+    void SetUp() override
+    {
+        ASSERT_EQ(std::system("ip link add sdptest0 type dummy && "
+                              "ip addr add 10.78.0.1/24 dev sdptest0 && "
+                              "ip link set sdptest0 up"),
+                  0);
+    }
+    void TearDown() override { std::system("ip link del sdptest0"); }
+};
+
+// An address with no RDMA device behind it: SDP only cannot bind it; a
+// socket that may go over TCP binds it and connects over TCP at once.
+TEST_F(NoRdmaAddress, IsTcpsOnly)
+{
+    const sockaddr_in lo = make_addr(kAddr, 0);
+    const auto* sa = reinterpret_cast<const sockaddr*>(&lo);
+    Fd only = sdp_socket(SDP_POLICY_SDP);
+    EXPECT_EQ(bind(only.get(), sa, sizeof(lo)), -1);
+    EXPECT_EQ(errno, EADDRNOTAVAIL);
+
+    const auto before = counters();
+    Fd srv = tcp_listener(kAddr, 7631);
+    Fd c = sdp_socket(SDP_POLICY_FALLBACK);
+    ASSERT_EQ(bind(c.get(), sa, sizeof(lo)), 0) << strerror(errno);
+    const std::string bound = sock_name(c.get(), false);
+    EXPECT_NE(bound, "2/10.78.0.1:0");
+    ASSERT_EQ(connect_to(c.get(), kAddr, 7631), 0) << strerror(errno);
+    Fd s(accept_within(srv.get()));
+    ASSERT_GE(s.get(), 0) << strerror(errno);
+    EXPECT_EQ(int_opt(c.get(), SOL_SDP, SDP_TRANSPORT), SDP_TRANSPORT_TCP);
+    EXPECT_EQ(int_opt(c.get(), SOL_SDP, SDP_FALLBACK_REASON), SDP_FB_NO_ROUTE);
+    EXPECT_EQ(counter_delta(before, "conn_fallback_no_route"), 1U);
+    EXPECT_EQ(sock_name(c.get(), false), bound) << "the bound port changed";
+    EXPECT_EQ(sock_name(s.get(), true), bound);
+    expect_stream_works(c.get(), s.get());
+
+    // A listener there would take TCP clients only: refused, as SDP's.
+    Fd l = sdp_socket(SDP_POLICY_FALLBACK);
+    ASSERT_EQ(bind(l.get(), sa, sizeof(lo)), 0) << strerror(errno);
+    EXPECT_EQ(listen(l.get(), 8), -1);
+    EXPECT_EQ(errno, EADDRNOTAVAIL);
 }
 
 TEST(Afterwards, NoSdpSocketIsLeft)
