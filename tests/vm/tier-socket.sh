@@ -79,6 +79,14 @@ if [ "${SDP_CONFORMANCE-1}" = 1 ]; then
 			${SDP_CONFORMANCE_ARGS:-} || status=1
 	done
 	echo 65536 > /proc/sys/net/sdp/zcopy_thresh
+	# IPPROTO_SDP sockets, addressed as TCP's, then mixed with TCP (SDP
+	# clients that fall back against TCP listeners, TCP clients of SDP
+	# listeners that take TCP too): the same traces as TCP.
+	for fam in ipproto sdp-tcp tcp-sdp; do
+		echo "tier-socket: conformance, TCP against $fam"
+		"$build/host/tests/vm/conformance/sdp_conformance" --families inet,$fam \
+			${SDP_CONFORMANCE_ARGS:-} || status=1
+	done
 else
 	# A skipped suite is not a passed one: say so, and fail unless the
 	# skip is asked for explicitly.

@@ -31,11 +31,17 @@ namespace sdp::conformance {
 
 // --- configuration -----------------------------------------------------------
 
-enum class Family { kInet, kSdp };
+// kInet: TCP over AF_INET/AF_INET6.  kSdp: AF_INET_SDP.  kIpproto: SDP as
+// IPPROTO_SDP of AF_INET/AF_INET6, addressed exactly as TCP is.  Mixed, with
+// IPPROTO_SDP sockets whose policy is SDP_POLICY_FALLBACK: kSdpToTcp, SDP
+// clients (every socket but the harness's listeners) and TCP listeners;
+// kTcpToSdp, TCP clients and SDP listeners.
+enum class Family { kInet, kSdp, kIpproto, kSdpToTcp, kTcpToSdp };
 enum class Ip { kV4, kV6 };
 
 struct Config {
     int sdp_family = 27;
+    int sdp_ipproto = 257;
     std::string addr4_a = "10.77.0.1";
     std::string addr4_b = "10.77.0.2";
     std::string addr6_a = "fd77::1";
@@ -139,7 +145,7 @@ class Ctx {
 
     Family family() const { return family_; }
     Ip ip() const { return ip_; }
-    bool sdp() const { return family_ == Family::kSdp; }
+    bool sdp() const { return family_ != Family::kInet; }
     double scale() const { return config().scale; }
 
     // Lanes are created on first use; each must be written by one thread.
@@ -148,9 +154,17 @@ class Ctx {
     // socket() of this family for an IP version (default: the scenario's).
     int domain(Ip ip) const;
     int domain() const { return domain(ip_); }
+    // The protocol socket() gives for a listener of listener() or for any
+    // other socket: 0, or IPPROTO_SDP's number.
+    int protocol(bool listener = false) const;
+    // The socket's SO_PROTOCOL: IPPROTO_TCP for protocol 0.
+    int stream_protocol(bool listener = false) const
+    {
+        return protocol(listener) != 0 ? protocol(listener) : IPPROTO_TCP;
+    }
     // Aborts on failure (logged on `l`).
     int socket(Lane& l, int type_flags = 0) { return socket(l, ip_, type_flags); }
-    int socket(Lane& l, Ip ip, int type_flags = 0);
+    int socket(Lane& l, Ip ip, int type_flags = 0, bool listener = false);
 
     uint16_t port(int i) const;
     // The port below 1024 of this run (SDP_TEST_PRIV_PORT + run position).

@@ -3,6 +3,7 @@
 // Scenario harness: trace lanes, per-family sockets and addresses, bounded
 // waits and data helpers.
 #include "conformance.h"
+#include "uapi/sdp.h"
 
 #include <algorithm>
 #include <arpa/inet.h>
@@ -232,11 +233,34 @@ int Ctx::domain(Ip ip) const
     return ip == Ip::kV4 ? AF_INET : AF_INET6;
 }
 
-int Ctx::socket(Lane& l, Ip ip, int type_flags)
+int Ctx::protocol(bool listener) const
 {
-    const Res r = CALL(::socket(domain(ip), SOCK_STREAM | type_flags, 0));
+    switch (family_) {
+    case Family::kIpproto:
+        return config().sdp_ipproto;
+    case Family::kSdpToTcp:
+        return listener ? 0 : config().sdp_ipproto;
+    case Family::kTcpToSdp:
+        return listener ? config().sdp_ipproto : 0;
+    default:
+        return 0;
+    }
+}
+
+int Ctx::socket(Lane& l, Ip ip, int type_flags, bool listener)
+{
+    const int proto = protocol(listener);
+    const Res r = CALL(::socket(domain(ip), SOCK_STREAM | type_flags, proto));
     if (!r.ok())
         l.abort("socket", r);
+    const bool mixed = family_ == Family::kSdpToTcp || family_ == Family::kTcpToSdp;
+    if (mixed && proto != 0) {
+        // Not traced: the reference (TCP) has no such call.
+        const int policy = SDP_POLICY_FALLBACK;
+        if (setsockopt(static_cast<int>(r.rc), SOL_SDP, SDP_TRANSPORT_POLICY, &policy,
+                       sizeof(policy)) != 0)
+            l.abort("SDP_TRANSPORT_POLICY", Res{-1, errno});
+    }
     return static_cast<int>(r.rc);
 }
 
@@ -370,7 +394,7 @@ std::string Ctx::peername(int fd) const
 int Ctx::listener(Lane& l, const Addr& a, int backlog, bool reuse, int type_flags)
 {
     const Ip ip = a.ss.ss_family == AF_INET ? Ip::kV4 : Ip::kV6;
-    const int fd = socket(l, ip, type_flags);
+    const int fd = socket(l, ip, type_flags, true);
     if (reuse) {
         const Res r = set_int_opt(fd, SOL_SOCKET, SO_REUSEADDR, 1);
         if (!r.ok())

@@ -44,7 +44,19 @@ struct Options {
 
 const char* family_name(Family f)
 {
-    return f == Family::kInet ? "inet" : "sdp";
+    switch (f) {
+    case Family::kInet:
+        return "inet";
+    case Family::kSdp:
+        return "sdp";
+    case Family::kIpproto:
+        return "ipproto";
+    case Family::kSdpToTcp:
+        return "sdp-tcp";
+    case Family::kTcpToSdp:
+        return "tcp-sdp";
+    }
+    return "?";
 }
 
 [[noreturn]] void usage(const char* msg)
@@ -53,7 +65,10 @@ const char* family_name(Family f)
         fprintf(stderr, "sdp_conformance: %s\n", msg);
     fprintf(stderr, "usage: sdp_conformance [--families A,B] [--filter GLOB[,GLOB...]] [--list]\n"
                     "                       [--scale N] [--timeout S] [--verbose]\n"
-                    "  families: inet (TCP over AF_INET/AF_INET6), sdp (AF_INET_SDP);\n"
+                    "  families: inet (TCP over AF_INET/AF_INET6), sdp (AF_INET_SDP),\n"
+                    "  ipproto (AF_INET/AF_INET6 with IPPROTO_SDP); mixed, with IPPROTO_SDP\n"
+                    "  sockets that may fall back: sdp-tcp (SDP clients, TCP listeners),\n"
+                    "  tcp-sdp (TCP clients, SDP listeners);\n"
                     "  the first is the reference.  A GLOB starting with '-' excludes.\n");
     exit(2);
 }
@@ -88,6 +103,12 @@ Options parse_args(int argc, char** argv)
                     o.families.push_back(Family::kInet);
                 else if (f == "sdp")
                     o.families.push_back(Family::kSdp);
+                else if (f == "ipproto")
+                    o.families.push_back(Family::kIpproto);
+                else if (f == "sdp-tcp")
+                    o.families.push_back(Family::kSdpToTcp);
+                else if (f == "tcp-sdp")
+                    o.families.push_back(Family::kTcpToSdp);
                 else
                     usage(("unknown family " + f).c_str());
             }
@@ -143,6 +164,16 @@ void load_config()
         int v = 0;
         if (in >> v)
             c.sdp_family = v;
+    }
+    c.sdp_ipproto = IPPROTO_SDP;
+    const char* proto = getenv("SDP_IPPROTO");
+    if (proto != nullptr && *proto != '\0') {
+        c.sdp_ipproto = atoi(proto);
+    } else {
+        std::ifstream in(SDP_IPPROTO_SYSFS_PATH);
+        int v = 0;
+        if (in >> v)
+            c.sdp_ipproto = v;
     }
 }
 

@@ -331,7 +331,9 @@ SCENARIO46("opt", "socket_identity")
     Lane& l = ctx.lane("main");
     Fd f(ctx.socket(l));
     l.opt("SO_TYPE", int_opt(f, SOL_SOCKET, SO_TYPE));
-    l.opt("SO_PROTOCOL", int_opt(f, SOL_SOCKET, SO_PROTOCOL));
+    // TCP's for inet and AF_INET_SDP, IPPROTO_SDP's for IPPROTO_SDP sockets.
+    l.flag("SO_PROTOCOL is the stream protocol",
+           int_opt(f, SOL_SOCKET, SO_PROTOCOL) == ctx.stream_protocol());
     l.flag("SO_DOMAIN is the socket() family", int_opt(f, SOL_SOCKET, SO_DOMAIN) == ctx.domain());
     l.opt("SO_ACCEPTCONN", int_opt(f, SOL_SOCKET, SO_ACCEPTCONN));
     l.rec("set SO_TYPE", set_int_opt(f, SOL_SOCKET, SO_TYPE, SOCK_DGRAM));
@@ -342,7 +344,8 @@ SCENARIO46("opt", "socket_identity")
     Fd c(p.cli);
     Fd s(p.srv);
     l.opt("accepted SO_TYPE", int_opt(s, SOL_SOCKET, SO_TYPE));
-    l.opt("accepted SO_PROTOCOL", int_opt(s, SOL_SOCKET, SO_PROTOCOL));
+    l.flag("accepted SO_PROTOCOL is the stream protocol",
+           int_opt(s, SOL_SOCKET, SO_PROTOCOL) == ctx.stream_protocol(true));
     l.flag("accepted SO_DOMAIN is the socket() family",
            int_opt(s, SOL_SOCKET, SO_DOMAIN) == ctx.domain());
     l.opt("accepted SO_ACCEPTCONN", int_opt(s, SOL_SOCKET, SO_ACCEPTCONN));
