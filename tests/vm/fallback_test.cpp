@@ -26,9 +26,13 @@
 #include <string>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <csignal>
+#include <functional>
+#include <iostream>
 #include <sstream>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -725,6 +729,274 @@ TEST_F(NoRdmaAddress, IsTcpsOnly)
     ASSERT_EQ(bind(l.get(), sa, sizeof(lo)), 0) << strerror(errno);
     EXPECT_EQ(listen(l.get(), 8), -1);
     EXPECT_EQ(errno, EADDRNOTAVAIL);
+}
+
+// ---- resources exhausted: a memory cgroup at its limit ------------------------
+//
+// SDP's rings are charged to the memory cgroup of the socket's owner (a
+// listener's for its connections).  A process in a small cgroup opens
+// connections until SDP cannot allocate: with the fallback policy the next
+// connection goes over TCP instead of failing (RESOURCES on the connecting
+// side, BUSY when the listener's side ran out).
+
+constexpr long long kFbMemcgLimit = 8LL << 20;
+constexpr int kMaxConnections = 300; // 8 MiB / 256 KiB = 32 at the least charge
+constexpr size_t kProbeBytes = 16 * 1024;
+
+class MemcgFallback : public ::testing::Test {
+  protected:
+    void SetUp() override
+    {
+        std::string why;
+        const std::string root = cgroup2_root(&why);
+        ASSERT_FALSE(root.empty()) << "no cgroup2 hierarchy: " << why;
+        ASSERT_TRUE(write_file(root + "/cgroup.subtree_control", "+memory"));
+        cg_ = root + "/sdp-fallback";
+        rmdir(cg_.c_str()); // a leftover of an earlier run
+        ASSERT_EQ(mkdir(cg_.c_str(), 0755), 0) << cg_ << ": " << strerror(errno);
+        ASSERT_TRUE(write_file(cg_ + "/memory.max", std::to_string(kFbMemcgLimit)));
+        write_file(cg_ + "/memory.swap.max", "0"); // absent without swap accounting
+    }
+
+    void TearDown() override
+    {
+        if (pid_ > 0) {
+            kill(pid_, SIGKILL);
+            waitpid(pid_, nullptr, 0);
+        }
+        EXPECT_EQ(keyed_value(cg_ + "/memory.events", "oom_kill"), 0) << "the OOM killer ran";
+        rmdir(cg_.c_str());
+    }
+
+    // Runs body in a child process inside the cgroup; body's result is
+    // the child's exit status, its report goes through report_fd, and a
+    // byte it writes to ready_fd ends wait_ready().
+    void spawn(const std::function<int(int report_fd, int ready_fd)>& body)
+    {
+        int report[2], go[2], ready[2];
+        ASSERT_EQ(pipe(report), 0);
+        ASSERT_EQ(pipe(go), 0);
+        ASSERT_EQ(pipe(ready), 0);
+        pid_ = fork();
+        ASSERT_GE(pid_, 0) << strerror(errno);
+        if (pid_ == 0) {
+            close(report[0]);
+            close(go[1]);
+            close(ready[0]);
+            char c = 0;
+            if (read(go[0], &c, 1) != 1)
+                _exit(90);
+            _exit(body(report[1], ready[1]));
+        }
+        close(report[1]);
+        close(go[0]);
+        close(ready[1]);
+        report_ = Fd(report[0]);
+        ready_ = Fd(ready[0]);
+        ASSERT_TRUE(write_file(cg_ + "/cgroup.procs", std::to_string(pid_)));
+        ASSERT_EQ(write(go[1], "g", 1), 1);
+        close(go[1]);
+    }
+
+    bool wait_ready()
+    {
+        pollfd p{ready_.get(), POLLIN, 0};
+        char c;
+        return poll(&p, 1, 30000) == 1 && read(ready_.get(), &c, 1) == 1;
+    }
+
+    // The child's exit status (-1: killed after timeout_s) and report.
+    int finish(int timeout_s, std::string* text)
+    {
+        int status = 0;
+        for (int i = 0; i < timeout_s * 10; i++) {
+            if (waitpid(pid_, &status, WNOHANG) == pid_) {
+                pid_ = -1;
+                break;
+            }
+            usleep(100000);
+        }
+        if (pid_ > 0) {
+            kill(pid_, SIGKILL);
+            waitpid(pid_, nullptr, 0);
+            pid_ = -1;
+            status = -1;
+        }
+        char buf[512];
+        ssize_t n;
+        while ((n = read(report_.get(), buf, sizeof(buf))) > 0)
+            text->append(buf, static_cast<size_t>(n));
+        return status < 0 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+    }
+
+    static void say(int fd, const std::string& s) { (void)!write(fd, s.data(), s.size()); }
+
+    static bool send_bytes(int fd, const std::vector<char>& data)
+    {
+        size_t off = 0;
+        while (off < data.size()) {
+            const ssize_t n = send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+            if (n <= 0)
+                return false;
+            off += static_cast<size_t>(n);
+        }
+        return true;
+    }
+
+    static bool recv_bytes(int fd, const std::vector<char>& expect)
+    {
+        std::vector<char> got(expect.size());
+        size_t off = 0;
+        while (off < got.size()) {
+            const ssize_t n = recv(fd, got.data() + off, got.size() - off, 0);
+            if (n <= 0)
+                return false;
+            off += static_cast<size_t>(n);
+        }
+        return got == expect;
+    }
+
+    std::string cg_;
+    pid_t pid_ = -1;
+    Fd report_;
+    Fd ready_;
+};
+
+TEST_F(MemcgFallback, TheConnectingSideOutOfMemoryGoesOverTcp)
+{
+    const auto before = counters();
+    const auto probe = pattern(kProbeBytes, 7);
+    Fd l = both_listener(kAddrA, 7640);
+    std::atomic<bool> stop{false};
+    std::atomic<int> tcp_clients{0}, verified{0};
+    std::vector<int> accepted;
+    accepted.reserve(kMaxConnections + 1);
+    std::thread acceptor([&] {
+        while (!stop) {
+            pollfd p{l.get(), POLLIN, 0};
+            if (poll(&p, 1, 100) != 1)
+                continue;
+            const int s = accept(l.get(), nullptr, nullptr);
+            if (s < 0)
+                continue;
+            accepted.push_back(s);
+            if (int_opt(s, SOL_SDP, SDP_TRANSPORT) == SDP_TRANSPORT_TCP) {
+                tcp_clients++;
+                if (recv_bytes(s, probe))
+                    verified++;
+            }
+        }
+    });
+    spawn([&](int out, int /*ready*/) {
+        std::vector<int> fds;
+        fds.reserve(kMaxConnections);
+        const sockaddr_in a = make_addr(kAddrA, 7640);
+        for (int i = 0; i < kMaxConnections; i++) {
+            const int fd = socket(sdp_family(), SOCK_STREAM, 0);
+            const int policy = SDP_POLICY_FALLBACK;
+            const timeval bound{30, 0};
+            if (fd < 0 ||
+                setsockopt(fd, SOL_SDP, SDP_TRANSPORT_POLICY, &policy, sizeof(policy)) != 0 ||
+                setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &bound, sizeof(bound)) != 0 ||
+                connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) != 0) {
+                say(out, "connection " + std::to_string(i) + ": " + strerror(errno));
+                return 2;
+            }
+            fds.push_back(fd);
+            if (int_opt(fd, SOL_SDP, SDP_TRANSPORT) != SDP_TRANSPORT_TCP)
+                continue;
+            const int reason = int_opt(fd, SOL_SDP, SDP_FALLBACK_REASON);
+            say(out, "over TCP after " + std::to_string(i) + " SDP connections, reason " +
+                         std::to_string(reason));
+            if (!send_bytes(fd, probe))
+                return 3;
+            return reason == SDP_FB_RESOURCES ? 0 : 4;
+        }
+        say(out, "no fallback in " + std::to_string(kMaxConnections) + " connections");
+        return 5;
+    });
+    std::string report;
+    const int status = finish(120, &report);
+    // The bytes were sent before the child exited; the server reads them.
+    for (int i = 0; i < 100 && verified == 0; i++)
+        usleep(100000);
+    stop = true;
+    acceptor.join();
+    for (const int s : accepted)
+        close(s);
+    std::cout << "[ INFO     ] " << report << "\n";
+    EXPECT_EQ(status, 0) << report;
+    EXPECT_EQ(tcp_clients, 1);
+    EXPECT_EQ(verified, 1) << "the bytes over TCP";
+    EXPECT_GE(counter_delta(before, "conn_fallback_resources"), 1U);
+}
+
+TEST_F(MemcgFallback, AListenerOutOfMemoryIsBusyAndTakesTheClientOverTcp)
+{
+    const auto before = counters();
+    const auto probe = pattern(kProbeBytes, 8);
+    spawn([&](int out, int ready) {
+        std::vector<int> fds;
+        fds.reserve(kMaxConnections + 1);
+        // Made in the cgroup: its connections are charged there.
+        const int l = socket(sdp_family(), SOCK_STREAM, 0);
+        const int policy = SDP_POLICY_FALLBACK;
+        const sockaddr_in a = make_addr(kAddrA, 7641);
+        if (l < 0 || setsockopt(l, SOL_SDP, SDP_TRANSPORT_POLICY, &policy, sizeof(policy)) != 0 ||
+            bind(l, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) != 0 || listen(l, 64) != 0) {
+            say(out, std::string("listener: ") + strerror(errno));
+            return 2;
+        }
+        (void)!write(ready, "r", 1);
+        for (int waited = 0; waited < 600;) {
+            pollfd p{l, POLLIN, 0};
+            if (poll(&p, 1, 100) != 1) {
+                waited++;
+                continue;
+            }
+            const int s = accept(l, nullptr, nullptr);
+            if (s < 0) {
+                // At the limit: make room, as a server would, and retry.
+                say(out, std::string("accept: ") + strerror(errno) + "; ");
+                for (size_t i = 0; i < fds.size() / 2; i++)
+                    close(fds[i]);
+                fds.erase(fds.begin(), fds.begin() + static_cast<long>(fds.size() / 2));
+                continue;
+            }
+            fds.push_back(s);
+            if (int_opt(s, SOL_SDP, SDP_TRANSPORT) != SDP_TRANSPORT_TCP)
+                continue;
+            const int reason = int_opt(s, SOL_SDP, SDP_FALLBACK_REASON);
+            say(out, "a TCP client after " + std::to_string(fds.size() - 1) +
+                         " SDP ones, reason " + std::to_string(reason));
+            return recv_bytes(s, probe) && reason == SDP_FB_PEER_TCP ? 0 : 4;
+        }
+        say(out, "no TCP client in 60 s");
+        return 5;
+    });
+    ASSERT_TRUE(wait_ready()) << "the child did not listen";
+    std::vector<Fd> clients;
+    int busy = -1;
+    for (int i = 0; i < kMaxConnections && busy < 0; i++) {
+        Fd c = sdp_socket(SDP_POLICY_FALLBACK);
+        if (connect_to(c.get(), kAddrA, 7641) != 0) {
+            ADD_FAILURE() << "connection " << i << ": " << strerror(errno);
+            break;
+        }
+        if (int_opt(c.get(), SOL_SDP, SDP_TRANSPORT) == SDP_TRANSPORT_TCP) {
+            busy = i;
+            EXPECT_EQ(int_opt(c.get(), SOL_SDP, SDP_FALLBACK_REASON), SDP_FB_BUSY);
+            EXPECT_TRUE(send_bytes(c.get(), probe));
+        }
+        clients.push_back(std::move(c));
+    }
+    std::string report;
+    const int status = finish(120, &report);
+    std::cout << "[ INFO     ] over TCP after " << busy << " SDP connections; child: " << report
+              << "\n";
+    EXPECT_GE(busy, 0) << "no connection went over TCP";
+    EXPECT_EQ(status, 0) << report;
+    EXPECT_GE(counter_delta(before, "conn_fallback_busy"), 1U);
 }
 
 TEST(Afterwards, NoSdpSocketIsLeft)

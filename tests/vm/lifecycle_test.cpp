@@ -72,18 +72,6 @@ std::vector<ProcLine> sockets_on_port(int port)
     return out;
 }
 
-// "name value" lines (/proc/vmstat, memory.events, memory.stat).
-std::optional<long long> keyed_value(const std::string& path, const std::string& key)
-{
-    std::istringstream in(read_file(path).value_or(""));
-    std::string name;
-    long long value = 0;
-    while (in >> name >> value)
-        if (name == key)
-            return value;
-    return std::nullopt;
-}
-
 // /proc/meminfo "Key:   N kB" in bytes.
 long long meminfo_bytes(const std::string& key)
 {
@@ -873,28 +861,6 @@ constexpr const char* kStopNames[] = {
     "a call failed", "kMaxPairs reached", "charge too small (stopped to spare the guest)",
     "guest memory dropped too far (stopped to spare it)", "setup failed"};
 enum { kStopFailed, kStopCap, kStopUncharged, kStopHostMemory, kStopSetup };
-
-std::string cgroup2_root(std::string* why)
-{
-    std::istringstream in(read_file("/proc/self/mounts").value_or(""));
-    std::string dev, mnt, type, rest;
-    while (in >> dev >> mnt >> type && std::getline(in, rest))
-        if (type == "cgroup2")
-            return mnt;
-    for (const char* dir : {"/sys/fs/cgroup", "/tmp/sdp-cgroup2"}) {
-        mkdir(dir, 0755);
-        if (mount("cgroup2", dir, "cgroup2", 0, nullptr) == 0)
-            return dir;
-        *why += std::string("mount cgroup2 on ") + dir + ": " + strerror(errno) + "; ";
-    }
-    return "";
-}
-
-long long read_ll(const std::string& path)
-{
-    const auto text = read_file(path);
-    return text ? std::atoll(text->c_str()) : -1;
-}
 
 bool wait_fd(int fd, short events, int ms)
 {

@@ -7,6 +7,8 @@
 #include <fcntl.h>
 #include <fstream>
 #include <sstream>
+#include <cstring>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -162,6 +164,39 @@ bool ends_with_port(const std::string& endpoint, int port)
     const std::string tail = ":" + std::to_string(port);
     return endpoint.size() >= tail.size() &&
            endpoint.compare(endpoint.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+std::string cgroup2_root(std::string* why)
+{
+    std::istringstream in(read_file("/proc/self/mounts").value_or(""));
+    std::string dev, mnt, type, rest;
+    while (in >> dev >> mnt >> type && std::getline(in, rest))
+        if (type == "cgroup2")
+            return mnt;
+    for (const char* dir : {"/sys/fs/cgroup", "/tmp/sdp-cgroup2"}) {
+        mkdir(dir, 0755);
+        if (mount("cgroup2", dir, "cgroup2", 0, nullptr) == 0)
+            return dir;
+        *why += std::string("mount cgroup2 on ") + dir + ": " + strerror(errno) + "; ";
+    }
+    return "";
+}
+
+std::optional<long long> keyed_value(const std::string& path, const std::string& key)
+{
+    std::istringstream in(read_file(path).value_or(""));
+    std::string name;
+    long long value = 0;
+    while (in >> name >> value)
+        if (name == key)
+            return value;
+    return std::nullopt;
+}
+
+long long read_ll(const std::string& path)
+{
+    const auto text = read_file(path);
+    return text ? std::atoll(text->c_str()) : -1;
 }
 
 } // namespace sdp::vmtest

@@ -46,6 +46,14 @@ std::string proc_listing();
 // An "address:port" endpoint of /proc/net/sdp ends with this port.
 bool ends_with_port(const std::string& endpoint, int port);
 
+// Where a cgroup2 hierarchy is mounted (mounting one if none is), or "" with
+// the reasons in *why.
+std::string cgroup2_root(std::string* why);
+// "name value" lines (/proc/vmstat, memory.events, memory.stat).
+std::optional<long long> keyed_value(const std::string& path, const std::string& key);
+// A file holding one number (memory.current, ...), or -1.
+long long read_ll(const std::string& path);
+
 // Kernel log records written after construction (reads /dev/kmsg).
 class KmsgCapture {
   public:
