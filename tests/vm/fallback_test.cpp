@@ -280,6 +280,8 @@ struct Refusal {
     int connect_errno = 0;
     short revents = 0;
     int so_error = 0;
+    short revents_after = 0;   // once SO_ERROR has taken the error
+    int connect_again = 0;     // errno of a second connect()
 };
 
 Refusal refused(int fd, int port)
@@ -290,6 +292,10 @@ Refusal refused(int fd, int port)
     if (poll(&p, 1, 10000 * wait_scale()) == 1)
         r.revents = p.revents;
     r.so_error = int_opt(fd, SOL_SOCKET, SO_ERROR);
+    p.revents = 0;
+    if (poll(&p, 1, 0) == 1)
+        r.revents_after = p.revents;
+    r.connect_again = connect_to(fd, kAddrA, port);
     return r;
 }
 
@@ -307,6 +313,10 @@ TEST(Fallback, NothingListensAnywhereGivesTcpsRefusal)
     EXPECT_EQ(got.revents, want.revents) << std::hex << got.revents << " vs " << want.revents;
     EXPECT_EQ(got.so_error, want.so_error) << strerror(got.so_error);
     EXPECT_EQ(want.so_error, ECONNREFUSED);
+    EXPECT_EQ(got.revents_after, want.revents_after)
+        << std::hex << got.revents_after << " vs " << want.revents_after;
+    EXPECT_EQ(got.connect_again, want.connect_again)
+        << strerror(got.connect_again) << " vs " << strerror(want.connect_again);
 }
 
 TEST(Fallback, PolicyTcpConnectsOverTcpAtOnce)
