@@ -719,6 +719,7 @@ static inline bool sdp_fallen_back(const struct sock *sk)
 }
 
 int sdp_fb_prepare(struct sock *sk, int family);
+bool sdp_fb_wanted(struct sock *sk, int end);
 int sdp_fb_bind_first(struct sock *sk, struct sockaddr_storage *addr);
 void sdp_fb_unbind(struct sock *sk);
 void sdp_fb_arm(struct sock *sk);

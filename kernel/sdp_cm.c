@@ -177,6 +177,22 @@ static void sdp_cm_put_detached(struct sock *sk, bool deferred)
 	}
 }
 
+/*
+ * An id whose connection attempt or connection ended: it and the socket's
+ * RDMA resources go, unless teardown took them already.  cm_ev_mutex
+ * held; not the socket lock.
+ */
+static void sdp_cm_drop_id(struct sock *sk, struct rdma_cm_id *id)
+{
+	lockdep_assert_held(&sdp_sk(sk)->cm_ev_mutex);
+
+	if (sdp_cm_detach_res(sk, id)) {
+		rdma_destroy_id(id);
+		sdp_cm_purge(sk, id);
+		sdp_cm_put_detached(sk, false);
+	}
+}
+
 /* In the CM's handler: returns 1 for the CM to destroy the id. */
 static int sdp_cm_detach(struct sock *sk, struct rdma_cm_id *id)
 {
@@ -636,7 +652,22 @@ static void sdp_cm_process(struct sock *sk, const struct sdp_cm_ev *e)
 		release_sock(sk);
 		return;
 	}
-	/* A connect SDP cannot carry may go on over TCP (sdp_fallback.c). */
+	/*
+	 * A connect SDP cannot carry may go on over TCP (sdp_fallback.c).
+	 * Short of memory, the attempt's resources go first: TCP charges its
+	 * first buffers with __GFP_NOFAIL, which at a memory cgroup's limit
+	 * still held by the partial rings would wake its OOM killer.
+	 */
+	if (end == SDP_CORE_CE_RESOURCES && !ssk->parent &&
+	    sk->sk_state == TCP_SYN_SENT && sdp_fb_wanted(sk, end)) {
+		release_sock(sk);
+		sdp_cm_drop_id(sk, id);
+		lock_sock(sk);
+		if (sk->sk_state == TCP_SYN_SENT && !sdp_fb_try(sk, end))
+			sdp_set_error(sk, err);
+		release_sock(sk);
+		return;
+	}
 	if (!ssk->parent && sk->sk_state == TCP_SYN_SENT &&
 	    sdp_fb_try(sk, end)) {
 		release_sock(sk);
@@ -647,11 +678,7 @@ static void sdp_cm_process(struct sock *sk, const struct sdp_cm_ev *e)
 	sdp_set_error(sk, err);
 	release_sock(sk);
 drop_id:
-	if (sdp_cm_detach_res(sk, id)) {
-		rdma_destroy_id(id);
-		sdp_cm_purge(sk, id);
-		sdp_cm_put_detached(sk, false);
-	}
+	sdp_cm_drop_id(sk, id);
 }
 
 /*
@@ -670,11 +697,8 @@ void sdp_cm_abandon(struct sock *sk)
 	lock_sock(sk);
 	id = ssk->cm_id;
 	release_sock(sk);
-	if (id && sdp_cm_detach_res(sk, id)) {
-		rdma_destroy_id(id);
-		sdp_cm_purge(sk, id);
-		sdp_cm_put_detached(sk, false);
-	}
+	if (id)
+		sdp_cm_drop_id(sk, id);
 }
 
 static bool sdp_cm_pop(struct sdp_sock *ssk, struct sdp_cm_ev *e)

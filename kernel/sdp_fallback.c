@@ -429,6 +429,18 @@ static bool sdp_fb_now(struct sock *sk, int reason)
 	return true;
 }
 
+/* Whether an SDP attempt that ended so would go on over TCP.  Socket lock. */
+bool sdp_fb_wanted(struct sock *sk, int end)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sock_owned_by_me(sk);
+
+	return ssk->tcp && !sdp_fallen_back(sk) && !sock_flag(sk, SOCK_DEAD) &&
+	       sk->sk_socket &&
+	       sdp_core_fallback_reason(ssk->policy, end) != SDP_CORE_FB_NONE;
+}
+
 /*
  * The SDP attempt ended so (SDP_CORE_CE_*): go on over TCP if the core
  * says so.  From connect() (sdp_connect(): nothing was sent yet, the
@@ -446,12 +458,9 @@ bool sdp_fb_try(struct sock *sk, int end)
 
 	sock_owned_by_me(sk);
 
-	if (!tcp || sdp_fallen_back(sk) || sock_flag(sk, SOCK_DEAD) ||
-	    !sk->sk_socket)
+	if (!sdp_fb_wanted(sk, end))
 		return false;
 	reason = sdp_core_fallback_reason(ssk->policy, end);
-	if (reason == SDP_CORE_FB_NONE)
-		return false;
 	/* From connect(), before or instead of any SDP attempt. */
 	if (sk->sk_state == TCP_CLOSE)
 		return sdp_fb_now(sk, reason);
