@@ -11,10 +11,10 @@
 #include "uapi/sdp.h"
 #include "vm_util.h"
 
+#include <arpa/inet.h>
 #include <cerrno>
 #include <climits>
 #include <cstring>
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>

@@ -4,10 +4,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fcntl.h>
 #include <fstream>
 #include <sstream>
-#include <cstring>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
