@@ -731,6 +731,8 @@ int sdp_fb_connect(struct socket *sock, struct sockaddr *addr, int len,
 		   int flags);
 int sdp_fb_listen(struct sock *sk, int backlog);
 void sdp_fb_unlisten(struct sock *sk);
+u32 sdp_fb_backlog(struct sock *sk);
+void sdp_fb_share_backlog(struct sock *sk);
 void sdp_fb_listening(struct sock *sk);
 bool sdp_fb_accept_ready(struct sock *sk);
 int sdp_fb_accept(struct sock *sk, struct socket *newsock, bool kern);

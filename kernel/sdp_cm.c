@@ -448,18 +448,23 @@ static bool sdp_listener_admit(struct sock *parent)
 {
 	struct sdp_sock *pssk = sdp_sk(parent);
 	int half_open_max = READ_ONCE(sysctl_sdp_max_half_open);
+	/* What TCP holds or may take, on a listener that takes both. */
+	u32 tcp_queued = sdp_fb_backlog(parent);
 
 	sock_owned_by_me(parent);
 
-	if (sk_acceptq_is_full(parent))
+	if (sk_acceptq_is_full(parent) ||
+	    (tcp_queued && READ_ONCE(parent->sk_ack_backlog) + tcp_queued >
+				   READ_ONCE(parent->sk_max_ack_backlog)))
 		return false;
-	while (READ_ONCE(parent->sk_ack_backlog) + pssk->pending >
+	while (READ_ONCE(parent->sk_ack_backlog) + pssk->pending + tcp_queued >
 		       READ_ONCE(parent->sk_max_ack_backlog) ||
 	       pssk->pending >= half_open_max) {
 		if (!sdp_evict_half_open(parent))
 			return false;
 	}
 	pssk->pending++;
+	sdp_fb_share_backlog(parent);
 	return true;
 }
 

@@ -504,17 +504,22 @@ int sdp_fb_listen(struct sock *sk, int backlog)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct socket *tcp;
-	int len, err;
+	int family, len, err;
 
 	sock_owned_by_me(sk);
 
-	if (ssk->policy == SDP_POLICY_TCP)
-		return -EOPNOTSUPP;
-	if (ssk->policy != SDP_POLICY_FALLBACK)
+	if (ssk->policy == SDP_POLICY_SDP)
 		return 0;
-	if (ssk->tcp_listening)
-		return kernel_listen(ssk->tcp, backlog);
-	err = sdp_fb_prepare(sk, ssk->local.ss_family);
+	if (ssk->tcp_listening) {
+		err = kernel_listen(ssk->tcp, backlog);
+		sdp_fb_share_backlog(sk);
+		return err;
+	}
+	/* Unbound (TCP only): TCP's listen() picks the port. */
+	family = ssk->local.ss_family;
+	if (family == AF_UNSPEC)
+		family = sk->sk_family == AF_INET6 ? AF_INET6 : AF_INET;
+	err = sdp_fb_prepare(sk, family);
 	if (err)
 		return err;
 	tcp = ssk->tcp;
@@ -524,8 +529,8 @@ int sdp_fb_listen(struct sock *sk, int backlog)
 	len = ssk->local.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
 						 sizeof(struct sockaddr_in);
 	/* Bound by bind() already, or here to the SDP listener's address. */
-	err = inet_sk(tcp->sk)->inet_num ? 0 :
-		kernel_bind(tcp, (struct sockaddr *)&ssk->local, len);
+	err = inet_sk(tcp->sk)->inet_num || ssk->local.ss_family == AF_UNSPEC ?
+		0 : kernel_bind(tcp, (struct sockaddr *)&ssk->local, len);
 	if (!err) {
 		sdp_fb_install(sk, tcp->sk);
 		err = kernel_listen(tcp, backlog);
@@ -546,8 +551,10 @@ void sdp_fb_listening(struct sock *sk)
 
 	sock_owned_by_me(sk);
 
-	if (ssk->tcp)
+	if (ssk->tcp) {
 		WRITE_ONCE(ssk->tcp_listening, true);
+		sdp_fb_share_backlog(sk);
+	}
 }
 
 /* The SDP side could not listen after all (never listening).  Socket lock
@@ -565,6 +572,41 @@ void sdp_fb_unlisten(struct sock *sk)
 	sdp_fb_restore(sk, tcp->sk);
 	ssk->tcp = NULL;
 	sock_release(tcp);
+}
+
+/*
+ * A listener that takes both has one backlog, as a TCP listener: at most
+ * backlog + 1 connections wait for accept() in both queues together.
+ * TCP's listener may queue what SDP's queue and handshakes leave of the
+ * backlog, and its own check always admits one more (the + 1); so SDP's
+ * admission (sdp_listener_admit()) counts what TCP holds and that one.
+ * With backlog 0 SDP keeps its one (SDP-only clients would find no room):
+ * two may then wait, one of each.  Listener's socket lock held.
+ */
+u32 sdp_fb_backlog(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sock_owned_by_me(sk);
+
+	if (!READ_ONCE(ssk->tcp_listening) || !ssk->tcp)
+		return 0;
+	return READ_ONCE(ssk->tcp->sk->sk_ack_backlog) +
+	       (READ_ONCE(sk->sk_max_ack_backlog) ? 1 : 0);
+}
+
+void sdp_fb_share_backlog(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	u32 used, max;
+
+	sock_owned_by_me(sk);
+
+	if (!READ_ONCE(ssk->tcp_listening) || !ssk->tcp)
+		return;
+	used = READ_ONCE(sk->sk_ack_backlog) + ssk->pending;
+	max = READ_ONCE(sk->sk_max_ack_backlog);
+	WRITE_ONCE(ssk->tcp->sk->sk_max_ack_backlog, used < max ? max - used : 0);
 }
 
 /* A TCP client waits in the listener's TCP accept queue.  No lock. */
@@ -623,9 +665,11 @@ int sdp_fb_accept(struct sock *sk, struct socket *newsock, bool kern)
 	 * the listener's (see the contract in sdp.h).
 	 */
 	lock_sock_nested(child, SINGLE_DEPTH_NESTING);
-	sdp_sk(child)->policy = SDP_POLICY_FALLBACK;
+	sdp_sk(child)->policy = ssk->policy;
 	sdp_sk(child)->tcp = newtcp;
-	sdp_fb_use(child, SDP_FB_PEER_TCP);
+	/* A TCP-only listener's clients are TCP's by policy. */
+	sdp_fb_use(child, ssk->policy == SDP_POLICY_TCP ? SDP_FB_POLICY :
+							  SDP_FB_PEER_TCP);
 	release_sock(child);
 	newsock->state = SS_CONNECTED;
 	return 0;

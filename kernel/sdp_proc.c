@@ -189,7 +189,9 @@ static int sdp_sockets_show(struct seq_file *seq, void *v)
 			   READ_ONCE(ssk->tx.post) - READ_ONCE(ssk->tx.done),
 			   READ_ONCE(ssk->ctl.post) - READ_ONCE(ssk->ctl.done),
 			   /* A listener that takes TCP clients too. */
-			   READ_ONCE(ssk->tcp_listening) ? "sdp+tcp" : "sdp");
+			   !READ_ONCE(ssk->tcp_listening) ? "sdp" :
+			   READ_ONCE(ssk->policy) == SDP_POLICY_TCP ? "tcp" :
+			   "sdp+tcp");
 	}
 	spin_unlock_bh(&sdp_sock_list_lock);
 	return 0;

@@ -682,6 +682,22 @@ static int sdp_listen(struct socket *sock, int backlog)
 	}
 	if (sk->sk_state != TCP_CLOSE)
 		goto out;
+	if (ssk->policy == SDP_POLICY_TCP) {
+		/* Listens over TCP only: accept() takes its clients. */
+		err = sdp_fb_listen(sk, backlog);
+		if (err)
+			goto out;
+		err = kernel_getsockname(ssk->tcp, (struct sockaddr *)&ssk->local);
+		if (err < 0) {
+			sdp_fb_unlisten(sk);
+			goto out;
+		}
+		err = 0;
+		sdp_fb_listening(sk);
+		WRITE_ONCE(sk->sk_max_ack_backlog, backlog);
+		sdp_set_state(sk, TCP_LISTEN);
+		goto out;
+	}
 	err = -EADDRNOTAVAIL; /* SDP has no device for the bound address */
 	if (ssk->tcp_only_addr)
 		goto out;
@@ -726,6 +742,7 @@ static struct sock *sdp_accept_dequeue(struct sock *sk)
 						 struct sdp_sock, accept_node))) {
 		list_del_init(&child->accept_node);
 		sk_acceptq_removed(sk);
+		sdp_fb_share_backlog(sk);
 		if (xchg(&child->parent, NULL))
 			return &child->sk;
 	}

@@ -60,7 +60,7 @@
 #define SDP_TRANSPORT_POLICY 83
 #define SDP_POLICY_SDP 0      /* SDP only: what SDP cannot carry fails */
 #define SDP_POLICY_FALLBACK 1 /* SDP, else TCP */
-#define SDP_POLICY_TCP 2      /* TCP only (connect(); not listen() yet) */
+#define SDP_POLICY_TCP 2      /* TCP only (connect() and listen()) */
 /*
  * A listener with SDP_POLICY_FALLBACK also listens on its address and port
  * over TCP: accept() returns plain TCP clients too, as sockets that went

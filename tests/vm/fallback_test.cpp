@@ -579,12 +579,48 @@ TEST(Listener, APortTakenOverTcpFailsTheListenAsTcpWould)
     // SDP's own port space is separate: SDP only listens there.
     both.reset();
     Fd sdp_only = sdp_listener(kAddrA, 7621);
-    // TCP only is for connect(), not for listeners yet.
-    Fd tcp_only = sdp_socket(SDP_POLICY_TCP);
-    const sockaddr_in b = make_addr(kAddrA, 7622);
-    ASSERT_EQ(bind(tcp_only.get(), reinterpret_cast<const sockaddr*>(&b), sizeof(b)), 0);
-    EXPECT_EQ(listen(tcp_only.get(), 8), -1);
-    EXPECT_EQ(errno, EOPNOTSUPP);
+}
+
+// A TCP-only listener: TCP clients, by policy; SDP ones are refused (no
+// SDP listener), or go over TCP if they may.
+TEST(Listener, TcpOnlyTakesTcpClients)
+{
+    for (const bool bound : {true, false}) {
+        SCOPED_TRACE(bound ? "bound" : "unbound");
+        Fd l = sdp_socket(SDP_POLICY_TCP);
+        if (bound) {
+            const sockaddr_in b = make_addr(kAddrA, 7622);
+            ASSERT_EQ(bind(l.get(), reinterpret_cast<const sockaddr*>(&b), sizeof(b)), 0)
+                << strerror(errno);
+        }
+        ASSERT_EQ(listen(l.get(), 8), 0) << strerror(errno);
+        sockaddr_in name{};
+        socklen_t len = sizeof(name);
+        ASSERT_EQ(getsockname(l.get(), reinterpret_cast<sockaddr*>(&name), &len), 0);
+        const int port = ntohs(name.sin_port);
+        if (bound)
+            EXPECT_EQ(port, 7622);
+        ASSERT_NE(port, 0);
+        ASSERT_EQ(proc_columns(l.get()).size(), 15U) << proc_listing();
+        EXPECT_EQ(proc_columns(l.get())[14], "tcp") << proc_listing();
+
+        Fd tc = tcp_client(kAddrA, port);
+        Fd ts(accept_within(l.get()));
+        ASSERT_GE(ts.get(), 0) << strerror(errno);
+        EXPECT_EQ(int_opt(ts.get(), SOL_SDP, SDP_TRANSPORT), SDP_TRANSPORT_TCP);
+        EXPECT_EQ(int_opt(ts.get(), SOL_SDP, SDP_FALLBACK_REASON), SDP_FB_POLICY);
+        EXPECT_EQ(sock_name(ts.get(), true), sock_name(tc.get(), false));
+        expect_stream_works(tc.get(), ts.get());
+
+        Fd only = sdp_socket(SDP_POLICY_SDP);
+        EXPECT_EQ(connect_to(only.get(), kAddrA, port), ECONNREFUSED);
+        Fd may = sdp_socket(SDP_POLICY_FALLBACK);
+        ASSERT_EQ(connect_to(may.get(), kAddrA, port), 0) << strerror(errno);
+        Fd ms(accept_within(l.get()));
+        ASSERT_GE(ms.get(), 0) << strerror(errno);
+        EXPECT_EQ(int_opt(may.get(), SOL_SDP, SDP_FALLBACK_REASON), SDP_FB_REJECTED);
+        expect_stream_works(may.get(), ms.get());
+    }
 }
 
 // Each alone: an accept() and an epoll waiter both woken by one client
