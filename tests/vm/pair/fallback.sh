@@ -4,9 +4,10 @@
 # Phase "fallback" of tests/vm/tier-pair.sh: an SDP connect allowed to fall
 # back (SDP_POLICY_FALLBACK) reaches a plain TCP server on the other host,
 # across the link: first where b runs sdp.ko but nothing listens on SDP
-# (its CM answers REJ), then where b has no RDMA device at all (nothing
-# answers; net.sdp.fallback_ms bounds the wait); and b's SDP listener that
-# takes both serves a plain TCP client and an SDP one on the same port.
+# (its CM answers REJ), where b has RDMA but no sdp.ko loaded (REJ as
+# well), then where b has no RDMA device at all (nothing answers;
+# net.sdp.fallback_ms bounds the wait); and b's SDP listener that takes both
+# serves a plain TCP client and an SDP one on the same port.
 # Documentation/fallback.md.
 #
 # fb_check LOG REASON WHAT: the connect went over TCP with SDP_FB_<REASON>
@@ -34,6 +35,17 @@ if [ "$PAIR_ME" = b ]; then
 	kill "$both" 2>/dev/null
 	wait "$both" 2>/dev/null
 	pair_log "listener of both: $(tr '\n' ' ' < /tmp/fallback-both.log)"
+	# RDMA but no sdp.ko: the CM itself refuses the connection.
+	unloaded=0
+	for _ in $(seq 75); do
+		rmmod sdp 2>/dev/null && { unloaded=1; break; }
+		sleep 0.2
+	done
+	[ $unloaded = 1 ] || { fail "fallback: sdp.ko does not unload once its sockets are closed"; cat /proc/net/sdp; }
+	pair_mark fallback-no-sdp
+	pair_await fallback-no-sdp-done 120
+	modprobe -d "$build/modroot-$kver" sdp
+	for kv in ${PAIR_SYSCTL:-}; do sysctl -qw "$kv"; done
 	# A host without RDMA: its RoCE device goes (rxe's UDP port stays
 	# bound and drops what comes; a host without rxe answers with ICMP,
 	# which the CM ignores as well).
@@ -66,6 +78,12 @@ else
 		fi
 	done
 	pair_mark fallback-rejected-done
+	pair_await fallback-no-sdp 60
+	"$io" connect --family sdp --policy fallback --addr "$PAIR_PEER_ADDR" --port 7401 \
+		--plan duplex:4M --seed 54 --timeout 120 > /tmp/fallback-nosdp.log 2>&1
+	cat /tmp/fallback-nosdp.log
+	fb_check /tmp/fallback-nosdp.log 3 "peer with RDMA but without sdp.ko (REJ)"
+	pair_mark fallback-no-sdp-done
 	pair_await fallback-no-rdma 60
 	"$io" connect --family sdp --policy fallback --addr "$PAIR_PEER_ADDR" --port 7401 \
 		--plan duplex:4M --seed 52 --timeout 120 > /tmp/fallback-nordma.log 2>&1
