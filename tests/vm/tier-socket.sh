@@ -87,6 +87,13 @@ if [ "${SDP_CONFORMANCE-1}" = 1 ]; then
 		"$build/host/tests/vm/conformance/sdp_conformance" --families inet,$fam \
 			${SDP_CONFORMANCE_ARGS:-} || status=1
 	done
+	# SDP on both ends with the fallback policy as the default
+	# (net.sdp.fallback=1): listeners take TCP too, refusals fall back.
+	echo "tier-socket: conformance with net.sdp.fallback=1"
+	echo 1 > /proc/sys/net/sdp/fallback
+	"$build/host/tests/vm/conformance/sdp_conformance" --families inet,sdp \
+		${SDP_CONFORMANCE_ARGS:-} || status=1
+	echo 0 > /proc/sys/net/sdp/fallback
 else
 	# A skipped suite is not a passed one: say so, and fail unless the
 	# skip is asked for explicitly.
