@@ -160,6 +160,34 @@ static void sdp_sk_init_priv(struct sock *sk)
 						       SDP_POLICY_SDP;
 }
 
+#ifdef CONFIG_DEBUG_LOCK_ALLOC
+static struct lock_class_key sdp_inet_slock_keys[2];
+static struct lock_class_key sdp_inet_sk_keys[2];
+
+/*
+ * The socket lock of an IPPROTO_SDP sock has its own lockdep class:
+ * sock_init_data() gives it AF_INET's (or AF_INET6's), the class of the
+ * TCP socket a fallback nests under it, and lockdep would take that
+ * nesting for recursion.  Before the lock is first used.
+ */
+static void sdp_sk_set_lock_class(struct sock *sk)
+{
+	int v6 = sk->sk_family == AF_INET6;
+
+	if (sk->sk_family != AF_INET && sk->sk_family != AF_INET6)
+		return;
+	sock_lock_init_class_and_name(sk,
+				      v6 ? "slock-AF_INET6-SDP" : "slock-AF_INET-SDP",
+				      &sdp_inet_slock_keys[v6],
+				      v6 ? "sk_lock-AF_INET6-SDP" : "sk_lock-AF_INET-SDP",
+				      &sdp_inet_sk_keys[v6]);
+}
+#else
+static void sdp_sk_set_lock_class(struct sock *sk)
+{
+}
+#endif
+
 /*
  * A new SDP sock: for socket() of AF_INET_SDP (like NULL), or one of the
  * same family and protocol as the sock like (a listener's TCP client).
@@ -178,6 +206,7 @@ struct sock *sdp_sk_alloc(struct net *net, const struct sock *like, int kern)
 	sdp_sk_init_priv(sk);
 	sk->sk_protocol = like ? like->sk_protocol : IPPROTO_TCP;
 	sdp_sk_set_pinet6(sk);
+	sdp_sk_set_lock_class(sk);
 	sk->sk_state = TCP_CLOSE;
 	sdp_sock_list_add(sk);
 	return sk;
@@ -203,6 +232,7 @@ static int sdp_inet_init(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 
+	sdp_sk_set_lock_class(sk);
 	sdp_sk_init_priv(sk);
 	ssk->v6only = sk->sk_ipv6only;
 	sk->sk_state = TCP_CLOSE;
@@ -1400,17 +1430,33 @@ static int sdp_create(struct net *net, struct socket *sock, int protocol,
 struct sock *sdp_sk_clone(struct sock *parent)
 {
 	struct sdp_sock *pssk = sdp_sk(parent), *ssk;
+	bool inet = parent->sk_family == AF_INET ||
+		    parent->sk_family == AF_INET6;
 	struct sock *sk;
 
-	sk = sk_clone_lock(parent, GFP_KERNEL);
+	/*
+	 * sk_clone_lock() gives the clone its family's lock class and takes
+	 * its spinlock.  For AF_INET/AF_INET6 (IPPROTO_SDP) that is TCP's
+	 * class, which TCP takes in softirq: taken here with softirqs on, it
+	 * would be an inconsistent lock state.  So with softirqs off, as
+	 * TCP clones, and atomic; SDP's own class comes right after.
+	 */
+	if (inet)
+		local_bh_disable();
+	sk = sk_clone_lock(parent, inet ? GFP_ATOMIC : GFP_KERNEL);
+	if (sk) {
+		/* Two references for TCP's hash table and its caller; a
+		 * child has one owner (the listener's queue, then accept()).
+		 */
+		__sock_put(sk);
+		__acquire(&sk->sk_lock.slock); /* sk_clone_lock() took it */
+		bh_unlock_sock(sk);
+	}
+	if (inet)
+		local_bh_enable();
 	if (!sk)
 		return NULL;
-	/* Two references for TCP's hash table and its caller; a child has
-	 * one owner (the listener's queue, then accept()).
-	 */
-	__sock_put(sk);
-	__acquire(&sk->sk_lock.slock); /* for sparse: sk_clone_lock() took it */
-	bh_unlock_sock(sk);
+	sdp_sk_set_lock_class(sk);
 	ssk = sdp_sk(sk);
 	sdp_sk_init_priv(sk);
 	/* The copy points at the listener's ipv6_pinfo; the pointers in it
