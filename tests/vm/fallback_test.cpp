@@ -732,15 +732,16 @@ TEST(Bind, ReservesThePortInTcpsSpaceToo)
     }
 }
 
-// A local address on a netdev without RDMA (a dummy interface).
+// A local address on a netdev without RDMA: one end of a veth pair with no
+// rxe device (veth, not dummy: the debug kernel has no dummy driver).
 class NoRdmaAddress : public ::testing::Test {
   protected:
     static constexpr const char* kAddr = "10.78.0.1";
     void SetUp() override
     {
-        ASSERT_EQ(std::system("ip link add sdptest0 type dummy && "
+        ASSERT_EQ(std::system("ip link add sdptest0 type veth peer name sdptest1 && "
                               "ip addr add 10.78.0.1/24 dev sdptest0 && "
-                              "ip link set sdptest0 up"),
+                              "ip link set sdptest1 up && ip link set sdptest0 up"),
                   0);
     }
     void TearDown() override { std::system("ip link del sdptest0"); }
