@@ -87,6 +87,18 @@ class SdpModule : public ::testing::Test {
         return fd;
     }
 
+    // Point the kernel's module loader at the staging root where sdp.ko is
+    // installed and indexed by depmod, as `make modules_install` would.
+    void use_staging_modprobe()
+    {
+        const std::string modroot = required_env("SDP_MODROOT");
+        const std::string wrapper = "/tmp/sdp-modprobe";
+        ASSERT_TRUE(
+            write_file(wrapper, "#!/bin/sh\nexec /sbin/modprobe -d '" + modroot + "' \"$@\"\n"));
+        ASSERT_EQ(chmod(wrapper.c_str(), 0755), 0);
+        ASSERT_TRUE(write_file(kModprobeSysctl, wrapper + "\n"));
+    }
+
     void close_all()
     {
         for (const int fd : open_fds_)
@@ -261,14 +273,7 @@ TEST_F(SdpModule, BadFamilyParameterIsRejectedWithAReason)
 
 TEST_F(SdpModule, SocketAutoloadsTheInstalledModule)
 {
-    // Point the kernel's module loader at the staging root where sdp.ko is
-    // installed and indexed by depmod, as `make modules_install` would.
-    const std::string modroot = required_env("SDP_MODROOT");
-    const std::string wrapper = "/tmp/sdp-modprobe";
-    ASSERT_TRUE(
-        write_file(wrapper, "#!/bin/sh\nexec /sbin/modprobe -d '" + modroot + "' \"$@\"\n"));
-    ASSERT_EQ(chmod(wrapper.c_str(), 0755), 0);
-    ASSERT_TRUE(write_file(kModprobeSysctl, wrapper + "\n"));
+    use_staging_modprobe();
 
     ASSERT_FALSE(module_loaded(kModuleName));
     const int fd = open_socket(AF_INET_SDP);
@@ -439,12 +444,7 @@ TEST_F(SdpModule, BadIpprotoParameterIsRejectedWithAReason)
 
 TEST_F(SdpModule, IpprotoSocketAutoloadsTheInstalledModule)
 {
-    const std::string modroot = required_env("SDP_MODROOT");
-    const std::string wrapper = "/tmp/sdp-modprobe";
-    ASSERT_TRUE(
-        write_file(wrapper, "#!/bin/sh\nexec /sbin/modprobe -d '" + modroot + "' \"$@\"\n"));
-    ASSERT_EQ(chmod(wrapper.c_str(), 0755), 0);
-    ASSERT_TRUE(write_file(kModprobeSysctl, wrapper + "\n"));
+    use_staging_modprobe();
 
     ASSERT_FALSE(module_loaded(kModuleName));
     const int fd = open_socket(AF_INET6, SOCK_STREAM, IPPROTO_SDP);
