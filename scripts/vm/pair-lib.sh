@@ -130,6 +130,19 @@ sdp_stat() { awk -v n="$1" '$1 == n || $1 == n":" { print $2; f = 1 } END { if (
 
 # pair_pins: "ACQUIRED RELEASED", the kernel's exact FOLL_PIN page counts
 # (vm.stat_refresh folds the per-CPU deltas first).
+# pair_rmmod_sdp SECONDS: unload sdp.ko, retrying while sockets closed a
+# moment ago are still torn down; 1 (and /proc/net/sdp on stdout) if it
+# stays loaded.
+pair_rmmod_sdp() {
+	local i
+	for i in $(seq $(( $1 * 5 ))); do
+		rmmod sdp 2>/dev/null && return 0
+		sleep 0.2
+	done
+	cat /proc/net/sdp
+	return 1
+}
+
 pair_pins() {
 	echo 1 > /proc/sys/vm/stat_refresh
 	awk '$1 == "nr_foll_pin_acquired" { a = $2 } $1 == "nr_foll_pin_released" { r = $2 }

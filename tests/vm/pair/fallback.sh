@@ -36,12 +36,7 @@ if [ "$PAIR_ME" = b ]; then
 	wait "$both" 2>/dev/null
 	pair_log "listener of both: $(tr '\n' ' ' < /tmp/fallback-both.log)"
 	# RDMA but no sdp.ko: the CM itself refuses the connection.
-	unloaded=0
-	for _ in $(seq 75); do
-		rmmod sdp 2>/dev/null && { unloaded=1; break; }
-		sleep 0.2
-	done
-	[ $unloaded = 1 ] || { fail "fallback: sdp.ko does not unload once its sockets are closed"; cat /proc/net/sdp; }
+	pair_rmmod_sdp 15 || fail "fallback: sdp.ko does not unload once its sockets are closed"
 	pair_mark fallback-no-sdp
 	pair_await fallback-no-sdp-done 120
 	modprobe -d "$build/modroot-$kver" sdp

@@ -292,12 +292,7 @@ if [ "$PAIR_ME" = b ]; then
 	# while their teardown with a is still under way.
 	rmmod sdp_kecho
 	pair_mark kecho-unloaded
-	unloaded=0
-	for _ in $(seq 50); do
-		rmmod sdp 2>/dev/null && { unloaded=1; break; }
-		sleep 0.2
-	done
-	[ $unloaded = 1 ] || { fail "faults: sdp.ko does not unload after its consumer closed"; cat /proc/net/sdp; }
+	pair_rmmod_sdp 10 || fail "faults: sdp.ko does not unload after its consumer closed"
 	modprobe -d "$build/modroot-$kver" sdp
 else
 	pair_await kecho-listening 60
