@@ -3,6 +3,7 @@
  * Tunables under /proc/sys/net/sdp.  They apply to connections set up after
  * the change; live connections keep the rings they were built with.
  */
+#include <linux/moduleparam.h>
 #include <linux/sysctl.h>
 #include <linux/version.h>
 
@@ -27,10 +28,15 @@ int sysctl_sdp_max_conns = 65536;
 int sysctl_sdp_tx_stall_ms = 15000;
 int sysctl_sdp_ack_timeout = 15;
 /*
- * Off until the whole test suite (conformance, rogue peer, faults) has run
- * with it on (Documentation/fallback.md).
+ * New sockets may fall back to TCP (Documentation/fallback.md).  Also a
+ * module parameter: sdp.ko is loaded on demand, usually after
+ * systemd-sysctl has applied sysctl.d, so "options sdp fallback=0" in
+ * modprobe.d is how a host makes SDP-only its default from the first socket.
  */
-int sysctl_sdp_fallback;
+int sysctl_sdp_fallback = 1;
+module_param_named(fallback, sysctl_sdp_fallback, bint, 0444);
+MODULE_PARM_DESC(fallback,
+		 "initial net.sdp.fallback: 1 new sockets fall back to TCP (default), 0 SDP only");
 int sysctl_sdp_fallback_ms = 500;
 
 static int sdp_buf_min = 1024;

@@ -421,12 +421,14 @@ sb() {
 }
 
 # insmod does not resolve dependencies (ib_core, rdma_cm): load them first.
+# SDP only (fallback=0): a connection SDP cannot carry fails the run instead
+# of being measured over TCP.
 load_module() {
 	local deps
 	deps=$(modinfo -F depends "$1" | tr , ' ')
 	# shellcheck disable=SC2086
 	[ -z "$deps" ] || modprobe -a $deps || return 1
-	insmod "$1"
+	insmod "$1" fallback=0
 }
 
 # --- the run -------------------------------------------------------------------

@@ -243,8 +243,9 @@ TEST(Lifecycle, UnloadRefusedWithConnectionsAndWorksAfter)
     // in the background, as TCP's do, holding the module until then.
     EXPECT_TRUE(eventually([] { return proc_sockets().empty(); }, 30))
         << read_file("/proc/net/sdp").value_or("");
+    const std::string params = sdp_module_params();
     EXPECT_TRUE(eventually([] { return unload_module("sdp") == 0; }, 10));
-    ASSERT_EQ(load_module(module, ""), 0);
+    ASSERT_EQ(load_module(module, params), 0) << params;
     // And it works again.
     Pair p = connected_pair(kAddrA, 7107);
     ASSERT_GE(p.server.get(), 0);

@@ -246,6 +246,50 @@ TEST_F(SdpModule, FamilyParameterIsHonoured)
     EXPECT_FALSE(write_file("/sys/module/sdp/parameters/family", "27"));
 }
 
+int transport_policy(int fd)
+{
+    int value = -1;
+    socklen_t len = sizeof(value);
+    if (getsockopt(fd, SOL_SDP, SDP_TRANSPORT_POLICY, &value, &len) != 0)
+        return -errno;
+    return value;
+}
+
+// New sockets may fall back to TCP unless the host says otherwise: with the
+// sysctl once loaded, or with the module parameter from the first socket on.
+TEST_F(SdpModule, FallbackIsTheDefaultPolicyAndTheParameterSetsIt)
+{
+    constexpr const char* kSysctl = "/proc/sys/net/sdp/fallback";
+    load();
+    EXPECT_EQ(read_file(kSysctl).value_or(""), "1\n");
+    const int fd = open_socket(AF_INET_SDP);
+    ASSERT_GE(fd, 0) << strerror(errno);
+    EXPECT_EQ(transport_policy(fd), SDP_POLICY_FALLBACK);
+    ASSERT_TRUE(write_file(kSysctl, "0"));
+    const int sdp_only = open_socket(AF_INET_SDP);
+    ASSERT_GE(sdp_only, 0) << strerror(errno);
+    EXPECT_EQ(transport_policy(sdp_only), SDP_POLICY_SDP);
+    EXPECT_EQ(transport_policy(fd), SDP_POLICY_FALLBACK) << "the sysctl changed a live socket";
+    close_all();
+    ASSERT_EQ(unload_module(kModuleName), 0);
+
+    for (const char* params : {"fallback=0", "fallback=n"}) {
+        SCOPED_TRACE(params);
+        load(params);
+        EXPECT_EQ(read_file(kSysctl).value_or(""), "0\n");
+        EXPECT_EQ(read_file("/sys/module/sdp/parameters/fallback").value_or(""), "0\n");
+        const int s = open_socket(AF_INET_SDP);
+        ASSERT_GE(s, 0) << strerror(errno);
+        EXPECT_EQ(transport_policy(s), SDP_POLICY_SDP);
+        close_all();
+        ASSERT_EQ(unload_module(kModuleName), 0);
+    }
+    KmsgCapture kmsg;
+    EXPECT_EQ(load_module(module_path_, "fallback=2"), EINVAL);
+    EXPECT_FALSE(module_loaded(kModuleName));
+    EXPECT_TRUE(kmsg.contains("invalid for parameter `fallback'"));
+}
+
 TEST_F(SdpModule, BadFamilyParameterIsRejectedWithAReason)
 {
     struct Case {

@@ -74,10 +74,22 @@ class Fd {
     int fd_;
 };
 
-inline Fd sdp_listener(const char* ip, int port)
+// An SDP socket that stays on SDP (SDP_POLICY_SDP): these helpers serve the
+// tests of SDP itself, which must fail, not pass over TCP, when SDP cannot
+// carry the connection, whatever net.sdp.fallback says.
+inline Fd sdp_only_socket()
 {
     Fd fd(socket(sdp_family(), SOCK_STREAM, 0));
     EXPECT_GE(fd.get(), 0) << strerror(errno);
+    const int policy = SDP_POLICY_SDP;
+    EXPECT_EQ(setsockopt(fd.get(), SOL_SDP, SDP_TRANSPORT_POLICY, &policy, sizeof(policy)), 0)
+        << strerror(errno);
+    return fd;
+}
+
+inline Fd sdp_listener(const char* ip, int port)
+{
+    Fd fd = sdp_only_socket();
     const sockaddr_in a = make_addr(ip, port);
     EXPECT_EQ(bind(fd.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0)
         << strerror(errno);
@@ -87,7 +99,7 @@ inline Fd sdp_listener(const char* ip, int port)
 
 inline Fd sdp_connect(const char* ip, int port)
 {
-    Fd fd(socket(sdp_family(), SOCK_STREAM, 0));
+    Fd fd = sdp_only_socket();
     const sockaddr_in a = make_addr(ip, port);
     if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)) != 0) {
         ADD_FAILURE() << "connect " << ip << ":" << port << ": " << strerror(errno);

@@ -54,12 +54,18 @@ fi
 # lifecycle, zero copy, then the TCP-differential conformance suite: with
 # the default zero-copy threshold (64 KiB), lowered to 4 KiB so that most
 # scenarios' transfers go by RDMA Read/Write, and with zero copy off.
-grep -q '^sdp ' /proc/modules || insmod "$SDP_MODULE"
+# The tests of SDP itself run with SDP only as the default policy
+# (fallback=0): with the shipped default a broken SDP path would pass them
+# over TCP.  Those that reload sdp.ko load it back with the same parameters.
+grep -q '^sdp ' /proc/modules || insmod "$SDP_MODULE" fallback=0
 "$build/host/sdp_vm_rdma_tests" --gtest_color=no || status=1
-# Fallback to TCP on the same socket: its TCP-differential checks.
+# Fallback to TCP on the same socket, and IPPROTO_SDP from an unmodified
+# Python program over RDMA and after a fallback: with the default policy
+# sdp.ko ships with (net.sdp.fallback=1).
+echo 1 > /proc/sys/net/sdp/fallback
 "$build/host/sdp_vm_fallback_tests" --gtest_color=no || status=1
-# IPPROTO_SDP from an unmodified Python program, over RDMA and after fallback.
 python3 tests/vm/ipproto_test.py || status=1
+echo 0 > /proc/sys/net/sdp/fallback
 "$build/host/sdp_vm_zcopy_tests" --gtest_color=no || status=1
 # In-kernel consumers: tests/kmod/sdp_kecho.ko (scripts/build-test-module.sh).
 SDP_KECHO_MODULE=$build/kmod-tests/$kver/sdp_kecho.ko \

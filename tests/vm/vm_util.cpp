@@ -37,6 +37,20 @@ bool module_loaded(const std::string& name)
     return stat(("/sys/module/" + name + "/initstate").c_str(), &st) == 0;
 }
 
+std::string sdp_module_params()
+{
+    std::string params;
+    for (const char* name : {"family", "ipproto", "fallback"}) {
+        auto value = read_file(std::string("/sys/module/sdp/parameters/") + name);
+        if (!value)
+            continue;
+        while (!value->empty() && value->back() == '\n')
+            value->pop_back();
+        params += (params.empty() ? "" : " ") + std::string(name) + "=" + *value;
+    }
+    return params;
+}
+
 std::string required_env(const char* name)
 {
     const char* value = getenv(name);

@@ -17,6 +17,11 @@ int load_module(const std::string& path, const std::string& params);
 // delete_module(name, O_NONBLOCK): 0 or errno.
 int unload_module(const std::string& name);
 bool module_loaded(const std::string& name);
+// The loaded sdp.ko's load-time parameters as finit_module takes them
+// ("family=27 ipproto=257 fallback=0"; fallback is net.sdp.fallback's
+// current value), so that a test that unloads it can load it back as the
+// tier set it up.
+std::string sdp_module_params();
 
 // Environment variable that the tier script must set; aborts the test
 // binary with a message naming it when missing.

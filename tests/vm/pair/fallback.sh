@@ -39,7 +39,7 @@ if [ "$PAIR_ME" = b ]; then
 	pair_rmmod_sdp 15 || fail "fallback: sdp.ko does not unload once its sockets are closed"
 	pair_mark fallback-no-sdp
 	pair_await fallback-no-sdp-done 120
-	modprobe -d "$build/modroot-$kver" sdp
+	modprobe -d "$build/modroot-$kver" sdp $sdp_params
 	for kv in ${PAIR_SYSCTL:-}; do sysctl -qw "$kv"; done
 	# A host without RDMA: its RoCE device goes (rxe's UDP port stays
 	# bound and drops what comes; a host without rxe answers with ICMP,

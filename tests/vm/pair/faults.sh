@@ -293,7 +293,7 @@ if [ "$PAIR_ME" = b ]; then
 	rmmod sdp_kecho
 	pair_mark kecho-unloaded
 	pair_rmmod_sdp 10 || fail "faults: sdp.ko does not unload after its consumer closed"
-	modprobe -d "$build/modroot-$kver" sdp
+	modprobe -d "$build/modroot-$kver" sdp $sdp_params
 else
 	pair_await kecho-listening 60
 	rm -f $t0
