@@ -153,7 +153,7 @@ fuzz: userspace
 		tests/fuzz/corpus/conn $(BUILD)/fuzz-artifacts $(FUZZ_SECONDS)
 
 CXX_SOURCES = $(shell git ls-files 'kernel/core/*.cpp' 'kernel/core/*.h' ':!kernel/core/sdp_core.h' \
-	'tests/*.cpp' 'tests/*.h' 'userlib/*.cpp' 'userlib/*.h')
+	'tests/*.cpp' 'tests/*.h' 'userlib/*.cpp' 'userlib/*.h' ':!userlib/preload/*.h')
 
 format:
 	clang-format -i $(CXX_SOURCES)
