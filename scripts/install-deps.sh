@@ -36,7 +36,8 @@ pkgs_vm=(
 	tshark
 )
 # Userspace library and benchmarks.
-pkgs_user=(liburing-dev iperf3 gnuplot-nox)
+# socat and sockperf: real programs the preload tests run (tests/vm/preload_test.sh).
+pkgs_user=(liburing-dev iperf3 gnuplot-nox socat sockperf)
 # Optional (--debug): building the KASAN/lockdep/kmemleak kernel from
 # Debian's source (scripts/debug-kernel.sh).
 pkgs_debug=(linux-source-6.1 flex bison bc libelf-dev libssl-dev patch)

@@ -65,6 +65,9 @@ grep -q '^sdp ' /proc/modules || insmod "$SDP_MODULE" fallback=0
 echo 1 > /proc/sys/net/sdp/fallback
 "$build/host/sdp_vm_fallback_tests" --gtest_color=no || status=1
 python3 tests/vm/ipproto_test.py || status=1
+# libsdp.so under unmodified programs: iperf3, sockperf, socat, a forking
+# and an edge-triggered epoll server, fallback both ways, a tcp rule.
+bash tests/vm/preload_test.sh "$build" || status=1
 echo 0 > /proc/sys/net/sdp/fallback
 "$build/host/sdp_vm_zcopy_tests" --gtest_color=no || status=1
 # In-kernel consumers: tests/kmod/sdp_kecho.ko (scripts/build-test-module.sh).
