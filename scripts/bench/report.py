@@ -73,7 +73,7 @@ PLOT_TITLES = {
 
 def best_of(metric, values):
     """Interference only slows things down: the best sample is the estimate."""
-    return min(values) if metric.startswith("rtt") else max(values)
+    return min(values) if metric.startswith(("rtt", "latency")) else max(values)
 
 
 def load(path):
@@ -138,6 +138,23 @@ def table(title, series, data, sizes, lines, ratios, extra=()):
                         for h, ref in ratios)
         line += "".join(f"{cell(s):>{w}}" for _, w, cell in extra)
         lines.append(line)
+
+
+def apps_table(data, lines):
+    """iperf3 and sockperf, unmodified, over TCP and over SDP via libsdp.so."""
+    get = lambda tool, fam, metric, size: data.get((tool, fam, metric), {}).get(size)
+    points = [("iperf3 stream, 128 KiB writes, MB/s", "iperf3", "throughput", 131072),
+              ("sockperf 64 B, latency p50, us", "sockperf", "latency_p50", 64),
+              ("sockperf 64 B, latency p99, us", "sockperf", "latency_p99", 64)]
+    if not any(get(t, f, m, z) is not None for _, t, m, z in points for f in ("inet", "sdp")):
+        return
+    lines.append("Unmodified programs: TCP, and SDP through libsdp.so (sdp_run; best run)")
+    lines.append(f"  {'':<38}{'TCP':>10}{'SDP':>10}{'SDP/TCP':>10}")
+    for title, tool, metric, size in points:
+        tcp, sdp = get(tool, "inet", metric, size), get(tool, "sdp", metric, size)
+        lines.append(f"  {title:<38}{fmt(tcp):>10}{fmt(sdp):>10}{fmt(ratio(sdp, tcp)):>10}")
+    lines.append("  sockperf's latency is half the round trip, as it reports it.")
+    lines.append("")
 
 
 def zcopy_table(data, sizes, lines):
@@ -280,7 +297,9 @@ def main():
     if os.path.isdir(os.path.join(guest, "logs")):
         shutil.copytree(os.path.join(guest, "logs"), logs)
 
-    sizes = sorted({int(r["size"]) for r in rows if r["metric"] == "throughput"})
+    # The unmodified programs (apps_table) have a table of their own.
+    sizes = sorted({int(r["size"]) for r in rows
+                    if r["metric"] == "throughput" and r["tool"] not in ("iperf3", "sockperf")})
     lat_sizes = sorted({int(r["size"]) for r in rows if r["metric"].startswith("rtt")})
     sdp_error = [n for n in notes if n.startswith("SDP") or n.startswith("sdp-bench sdp")]
 
@@ -324,6 +343,7 @@ def main():
                        if r["tool"] == "ib_read_bw" and r["metric"] == "throughput"})
     if zc_sizes:
         zcopy_table(data, zc_sizes, lines)
+    apps_table(data, lines)
 
     bw = lambda key: data.get(key, {}).get(GOAL_BW_SIZE)
     lat = lambda key: data.get(key, {}).get(GOAL_LAT_SIZE)

@@ -420,6 +420,54 @@ sb() {
 	fi
 }
 
+# Programs users already trust, unmodified: iperf3 (stream, 128 KiB writes)
+# and sockperf (64 B ping-pong; it reports half the round trip) over TCP and,
+# through libsdp.so (sdp_run, every socket SDP only), over SDP.  An SDP run
+# that did not establish its connections over SDP is recorded as n/a.
+app_rules=$out/libsdp-bench.conf
+app_bench() { # FAMILY: inet or sdp
+	local fam=$1 pre=() log=$logs/apps-$1 est0 est1 bw p50 p99 srv
+	if [ "$fam" = sdp ]; then
+		printf 'use sdp server * *:*\nuse sdp client * *:*\n' > "$app_rules"
+		pre=("$host_build/userlib/sdp_run" -c "$app_rules")
+		est0=$(awk '$1 == "conn_established" { print $2 }' $stats)
+	fi
+	bw=n/a p50=n/a p99=n/a
+	"${pre[@]}" iperf3 -s -B $server_addr -p 5401 -1 > "$log-iperf3-s.log" 2>&1 &
+	srv=$!
+	sleep 1
+	if "${pre[@]}" iperf3 -c $server_addr -p 5401 -t "$duration" -l 128K -J \
+		> "$log-iperf3.json" 2> "$log-iperf3.err"; then
+		bw=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["end"]["sum_received"]["bytes"] / json.load(open(sys.argv[1]))["end"]["sum_received"]["seconds"] / 1e6, 1))' "$log-iperf3.json")
+	else
+		note "apps: iperf3 over $fam failed: $(why "$log-iperf3.err")"
+	fi
+	wait $srv 2> /dev/null
+	"${pre[@]}" sockperf server --tcp -i $server_addr -p 11411 > "$log-sockperf-s.log" 2>&1 &
+	srv=$!
+	sleep 1
+	if "${pre[@]}" sockperf ping-pong --tcp -i $server_addr -p 11411 -t "$duration" -m 64 \
+		> "$log-sockperf.log" 2>&1; then
+		p50=$(awk '/percentile 50.000 =/ { print $NF }' "$log-sockperf.log")
+		p99=$(awk '/percentile 99.000 =/ { print $NF }' "$log-sockperf.log")
+	else
+		note "apps: sockperf over $fam failed: $(why "$log-sockperf.log")"
+	fi
+	kill $srv 2> /dev/null
+	wait $srv 2> /dev/null
+	if [ "$fam" = sdp ]; then
+		est1=$(awk '$1 == "conn_established" { print $2 }' $stats)
+		# iperf3: control and data; sockperf: one.
+		if [ $((est1 - est0)) -lt 3 ]; then
+			note "apps: only $((est1 - est0)) of 3 connections went over SDP: not measured"
+			bw=n/a p50=n/a p99=n/a
+		fi
+	fi
+	row iperf3 "$fam" throughput 131072 "${bw:-n/a}" MB/s
+	row sockperf "$fam" latency_p50 64 "${p50:-n/a}" us
+	row sockperf "$fam" latency_p99 64 "${p99:-n/a}" us
+}
+
 # insmod does not resolve dependencies (ib_core, rdma_cm): load them first.
 # SDP only (fallback=0): a connection SDP cannot carry fails the run instead
 # of being measured over TCP.
@@ -518,6 +566,14 @@ for r in $(seq 2 "$rounds"); do
 	fi
 	echo "bench: goal points, round $r done ($(elapsed))"
 done
+
+app_bench inet
+if [ $sdp_loaded = 1 ] && [ -x "$host_build/userlib/sdp_run" ]; then
+	app_bench sdp
+else
+	note "apps: SDP through libsdp.so not measured (sdp.ko not loaded or sdp_run not built)"
+fi
+echo "bench: iperf3 and sockperf done ($(elapsed))"
 
 for series in perftest rstream sdp-bench-inet "${sdp_series[@]/#/sdp-bench-}"; do
 	case $series in
