@@ -16,6 +16,7 @@ import select
 import socket
 import sys
 import threading
+import time
 
 SOL_SDP = 1025
 SDP_TRANSPORT = 84
@@ -71,7 +72,12 @@ def epoll_server(addr, port, conns, threads):
     ls.listen(64)
     print("listening", flush=True)
     workers = []
+    errors = []
     done = threading.Semaphore(0)
+    # Everything within a deadline: a client that never connects or never
+    # finishes fails the run instead of hanging it.
+    deadline = time.monotonic() + 240
+    ls.settimeout(120)
 
     class Worker(threading.Thread):
         def __init__(self):
@@ -86,10 +92,12 @@ def epoll_server(addr, port, conns, threads):
             self.pending[s.fileno()] = b""
             self.ep.register(s.fileno(), select.EPOLLIN | select.EPOLLOUT | select.EPOLLET)
 
-        def close(self, fd):
+        def close(self, fd, error=None):
             self.ep.unregister(fd)
             self.socks.pop(fd).close()
             self.pending.pop(fd)
+            if error:
+                errors.append(error)
             done.release()
 
         def run(self):
@@ -98,43 +106,56 @@ def epoll_server(addr, port, conns, threads):
                     s = self.socks.get(fd)
                     if s is None:
                         continue
-                    eof = False
-                    # Edge triggered: drain until EAGAIN, or the event is lost.
-                    while True:
-                        try:
-                            b = s.recv(1 << 16)
-                        except BlockingIOError:
-                            break
-                        if not b:
-                            eof = True
-                            break
-                        self.pending[fd] += b
-                    while self.pending[fd]:
-                        try:
-                            n = s.send(self.pending[fd])
-                        except BlockingIOError:
-                            break
-                        self.pending[fd] = self.pending[fd][n:]
-                    if eof and not self.pending[fd]:
-                        self.close(fd)
-                    elif eof:
-                        # Flush what is left blocking: the peer reads it all.
-                        s.setblocking(True)
-                        s.sendall(self.pending[fd])
-                        self.pending[fd] = b""
-                        self.close(fd)
+                    try:
+                        self.serve(fd, s)
+                    except OSError as e:
+                        self.close(fd, f"connection {fd}: {e}")
+
+        def serve(self, fd, s):
+            eof = False
+            # Edge triggered: drain until EAGAIN, or the event is lost.
+            while True:
+                try:
+                    b = s.recv(1 << 16)
+                except BlockingIOError:
+                    break
+                if not b:
+                    eof = True
+                    break
+                self.pending[fd] += b
+            while self.pending[fd]:
+                try:
+                    n = s.send(self.pending[fd])
+                except BlockingIOError:
+                    break
+                self.pending[fd] = self.pending[fd][n:]
+            if eof and not self.pending[fd]:
+                self.close(fd)
+            elif eof:
+                # Flush what is left, blocking: the peer reads it all.
+                s.settimeout(60)
+                s.sendall(self.pending[fd])
+                self.pending[fd] = b""
+                self.close(fd)
 
     for _ in range(threads):
         w = Worker()
         w.start()
         workers.append(w)
     for i in range(conns):
-        s, _ = ls.accept()
-        workers[i % threads].add(s)
-    for _ in range(conns):
-        if not done.acquire(timeout=120):
-            print("epoll-server: a connection did not finish", flush=True)
+        try:
+            s, _ = ls.accept()
+        except socket.timeout:
+            print(f"epoll-server: only {i} of {conns} clients connected", flush=True)
             return 1
+        workers[i % threads].add(s)
+    for i in range(conns):
+        if not done.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            print(f"epoll-server: {conns - i} connections did not finish", flush=True)
+            return 1
+    if errors:
+        print(f"epoll-server: {len(errors)} connections failed: {errors}", flush=True)
+        return 1
     print(f"epoll-server: {conns} connections echoed by {threads} threads", flush=True)
     return 0
 

@@ -21,6 +21,9 @@ run="$build/host/userlib/sdp_run"
 probe=(python3 tests/vm/preload_probe.py)
 A=10.77.0.1
 work=$(mktemp -d /tmp/preload.XXXXXX)
+# Every program runs under a deadline: one that waits for a peer that never
+# comes fails its case instead of hanging the tier.
+limit=(timeout -k 5 300)
 fails=0
 pass() { echo "[       OK ] preload: $*"; }
 fail() {
@@ -66,6 +69,22 @@ over_sdp() {
 	fi
 }
 
+# listening PORT: wait until something listens on PORT, over SDP
+# (/proc/net/sdp) or TCP (ss), for up to 60 s: a client started earlier
+# would be refused.
+listening() {
+	local i
+	for i in $(seq 600); do
+		if awk -v p=":$1" '$4 == "LISTEN" && substr($2, length($2) - length(p) + 1) == p { f = 1 } END { exit !f }' /proc/net/sdp ||
+			[ -n "$(ss -Hltn "sport = :$1")" ]; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	fail "nothing listens on port $1 after 60 s"
+	return 1
+}
+
 rules=$work/libsdp.conf
 cat > "$rules" <<EOF
 # Everything over SDP, falling back to TCP where SDP cannot go.
@@ -75,10 +94,10 @@ EOF
 
 # --- iperf3, client and server ---------------------------------------------------
 snap
-"$run" -c "$rules" iperf3 -s -B $A -p 5301 -1 > "$work/iperf3-s.log" 2>&1 &
+"${limit[@]}" "$run" -c "$rules" iperf3 -s -B $A -p 5301 -1 > "$work/iperf3-s.log" 2>&1 &
 srv=$!
-sleep 1
-if "$run" -c "$rules" iperf3 -c $A -p 5301 -n 32M -J > "$work/iperf3.json" 2> "$work/iperf3-c.err"; then
+listening 5301
+if "${limit[@]}" "$run" -c "$rules" iperf3 -c $A -p 5301 -n 32M -J > "$work/iperf3.json" 2> "$work/iperf3-c.err"; then
 	read -r sent got < <(python3 -c 'import json,sys; e = json.load(open(sys.argv[1]))["end"]; print(e["sum_sent"]["bytes"], e["sum_received"]["bytes"])' "$work/iperf3.json")
 	# iperf3's receiver stops reading when "test end" arrives on the
 	# control connection, which may overtake the last data on the data
@@ -97,16 +116,16 @@ wait $srv || fail "iperf3 server: $(cat "$work/iperf3-s.log")"
 
 # --- sockperf, ping-pong and throughput -----------------------------------------
 snap
-"$run" -c "$rules" sockperf server --tcp -i $A -p 11111 > "$work/sockperf-s.log" 2>&1 &
+"${limit[@]}" "$run" -c "$rules" sockperf server --tcp -i $A -p 11111 > "$work/sockperf-s.log" 2>&1 &
 srv=$!
-sleep 1
-if "$run" -c "$rules" sockperf ping-pong --tcp -i $A -p 11111 -t 2 -m 64 > "$work/pp.log" 2>&1 &&
+listening 11111
+if "${limit[@]}" "$run" -c "$rules" sockperf ping-pong --tcp -i $A -p 11111 -t 2 -m 64 > "$work/pp.log" 2>&1 &&
 	grep -q 'Summary: Latency is' "$work/pp.log"; then
 	pass "sockperf ping-pong: $(grep -o 'Summary: Latency is .*' "$work/pp.log")"
 else
 	fail "sockperf ping-pong: $(tail -5 "$work/pp.log")"
 fi
-if "$run" -c "$rules" sockperf throughput --tcp -i $A -p 11111 -t 2 -m 1400 > "$work/tp.log" 2>&1 &&
+if "${limit[@]}" "$run" -c "$rules" sockperf throughput --tcp -i $A -p 11111 -t 2 -m 1400 > "$work/tp.log" 2>&1 &&
 	grep -q 'Summary: BandWidth is' "$work/tp.log"; then
 	pass "sockperf throughput: $(grep -o 'Summary: BandWidth is .*' "$work/tp.log")"
 else
@@ -119,11 +138,11 @@ over_sdp sockperf 1 2
 # --- socat relaying a file, checksummed -----------------------------------------
 head -c $((8 << 20)) /dev/urandom > "$work/src"
 snap
-"$run" -c "$rules" socat -u TCP-LISTEN:7701,bind=$A,reuseaddr "CREATE:$work/dst" \
+"${limit[@]}" "$run" -c "$rules" socat -u TCP-LISTEN:7701,bind=$A,reuseaddr "CREATE:$work/dst" \
 	2> "$work/socat-s.err" &
 srv=$!
-sleep 1
-"$run" -c "$rules" socat -u "FILE:$work/src" TCP:$A:7701 2> "$work/socat-c.err" ||
+listening 7701
+"${limit[@]}" "$run" -c "$rules" socat -u "FILE:$work/src" TCP:$A:7701 2> "$work/socat-c.err" ||
 	fail "socat client: $(cat "$work/socat-c.err")"
 wait $srv || fail "socat server: $(cat "$work/socat-s.err")"
 if cmp -s "$work/src" "$work/dst"; then
@@ -135,12 +154,12 @@ over_sdp socat $((8 << 20)) 1
 
 # --- a forking server: socat fork, a child per connection -----------------------
 snap
-"$run" -c "$rules" socat TCP-LISTEN:7702,bind=$A,reuseaddr,fork EXEC:cat 2> "$work/fork.err" &
+"${limit[@]}" "$run" -c "$rules" socat TCP-LISTEN:7702,bind=$A,reuseaddr,fork EXEC:cat 2> "$work/fork.err" &
 srv=$!
-sleep 1
+listening 7702
 pids=()
 for i in 1 2 3 4; do
-	"$run" -c "$rules" "${probe[@]}" echo-client $A 7702 $((1 << 20)) > "$work/fork-$i.log" 2>&1 &
+	"${limit[@]}" "$run" -c "$rules" "${probe[@]}" echo-client $A 7702 $((1 << 20)) > "$work/fork-$i.log" 2>&1 &
 	pids+=($!)
 done
 ok=0
@@ -156,12 +175,12 @@ over_sdp "forking server" $((4 << 20)) 4
 
 # --- a multi-threaded edge-triggered epoll server -------------------------------
 snap
-"$run" -c "$rules" "${probe[@]}" epoll-server $A 7703 8 3 > "$work/epoll.log" 2>&1 &
+"${limit[@]}" "$run" -c "$rules" "${probe[@]}" epoll-server $A 7703 8 3 > "$work/epoll.log" 2>&1 &
 srv=$!
-sleep 1
+listening 7703
 pids=()
 for i in $(seq 8); do
-	"$run" -c "$rules" "${probe[@]}" echo-client $A 7703 $((512 << 10)) > "$work/ep-$i.log" 2>&1 &
+	"${limit[@]}" "$run" -c "$rules" "${probe[@]}" echo-client $A 7703 $((512 << 10)) > "$work/ep-$i.log" 2>&1 &
 	pids+=($!)
 done
 ok=0
@@ -176,10 +195,10 @@ over_sdp "epoll server" $((4 << 20)) 8
 
 # --- a preloaded client of a plain TCP server: fallback -------------------------
 snap
-socat TCP-LISTEN:7704,bind=$A,reuseaddr EXEC:cat 2> "$work/plain-s.err" &
+"${limit[@]}" socat TCP-LISTEN:7704,bind=$A,reuseaddr EXEC:cat 2> "$work/plain-s.err" &
 srv=$!
-sleep 1
-"$run" -c "$rules" "${probe[@]}" echo-client $A 7704 $((1 << 20)) > "$work/fb.log" 2>&1
+listening 7704
+"${limit[@]}" "$run" -c "$rules" "${probe[@]}" echo-client $A 7704 $((1 << 20)) > "$work/fb.log" 2>&1
 wait $srv
 # SDP_TRANSPORT_TCP 2, SDP_FB_REJECTED 3
 if grep -q 'proto 257 transport 2 reason 3 bytes 1048576 ok' "$work/fb.log" &&
@@ -191,10 +210,10 @@ fi
 
 # --- a plain client of a preloaded server: the listener takes TCP too -----------
 snap
-"$run" -c "$rules" socat TCP-LISTEN:7705,bind=$A,reuseaddr EXEC:cat 2> "$work/both-s.err" &
+"${limit[@]}" "$run" -c "$rules" socat TCP-LISTEN:7705,bind=$A,reuseaddr EXEC:cat 2> "$work/both-s.err" &
 srv=$!
-sleep 1
-"${probe[@]}" echo-client $A 7705 $((1 << 20)) > "$work/plain-c.log" 2>&1
+listening 7705
+"${limit[@]}" "${probe[@]}" echo-client $A 7705 $((1 << 20)) > "$work/plain-c.log" 2>&1
 wait $srv
 if grep -q 'proto 6 transport - reason - bytes 1048576 ok' "$work/plain-c.log" &&
 	[ "$(delta conn_fallback_peer_tcp)" = 1 ]; then
@@ -210,10 +229,10 @@ use sdp client * *:*
 use sdp server * *:*
 EOF
 snap
-"$run" -c "$rules" socat TCP-LISTEN:7706,bind=$A,reuseaddr EXEC:cat 2> /dev/null &
+"${limit[@]}" "$run" -c "$rules" socat TCP-LISTEN:7706,bind=$A,reuseaddr EXEC:cat 2> /dev/null &
 srv=$!
-sleep 1
-"$run" -c "$work/tcp-rule.conf" "${probe[@]}" echo-client $A 7706 65536 > "$work/tcp-rule.log" 2>&1
+listening 7706
+"${limit[@]}" "$run" -c "$work/tcp-rule.conf" "${probe[@]}" echo-client $A 7706 65536 > "$work/tcp-rule.log" 2>&1
 wait $srv
 # SDP_FB_POLICY 1
 if grep -q 'transport 2 reason 1 bytes 65536 ok' "$work/tcp-rule.log" &&
@@ -224,10 +243,10 @@ else
 fi
 # A program whose rules are all tcp keeps plain TCP sockets.
 printf 'use tcp client * *:*\nuse tcp server * *:*\n' > "$work/all-tcp.conf"
-socat TCP-LISTEN:7707,bind=$A,reuseaddr EXEC:cat 2> /dev/null &
+"${limit[@]}" socat TCP-LISTEN:7707,bind=$A,reuseaddr EXEC:cat 2> /dev/null &
 srv=$!
-sleep 1
-"$run" -c "$work/all-tcp.conf" "${probe[@]}" echo-client $A 7707 65536 > "$work/all-tcp.log" 2>&1
+listening 7707
+"${limit[@]}" "$run" -c "$work/all-tcp.conf" "${probe[@]}" echo-client $A 7707 65536 > "$work/all-tcp.log" 2>&1
 wait $srv
 grep -q 'proto 6 transport - reason - bytes 65536 ok' "$work/all-tcp.log" &&
 	pass "only tcp rules: plain TCP sockets" || fail "only tcp rules: $(cat "$work/all-tcp.log")"
