@@ -11,11 +11,19 @@
 #   BUILD         output directory (default: build)
 #   FUZZ_SECONDS  length of `make fuzz` (the smoke run in `make check` is 20 s)
 #   DEBUG_TIMEOUT guest time limit of `make check-debug`, seconds
+#   PREFIX        `make install`: where the tools, library, header and man
+#                 pages go (default /usr/local); the module goes to
+#                 /lib/modules/KVER/updates, the rules file to /etc
+#   DESTDIR       `make install`: a staging root (no depmod then)
 
 SHELL := /bin/bash
 TOP := $(abspath .)
 BUILD ?= $(TOP)/build
 HOST_BUILD := $(BUILD)/host
+# `make install` builds the tools without sanitizers, here.
+RELEASE_BUILD := $(BUILD)/release
+PREFIX ?= /usr/local
+DESTDIR ?=
 FUZZ_SECONDS ?= 300
 # Evaluated in recipes, after `deps` may have installed the kernels.
 KVER ?=
@@ -28,7 +36,8 @@ export KVER VM_KVERS
 
 .PHONY: all help deps userspace module modules unit vm-check pair-check check fuzz \
 	format format-check tidy sparse clean bench demo debug-kernel check-debug \
-	pair-check-debug
+	pair-check-debug install install-module install-userspace install-dkms uninstall \
+	install-check
 
 all: userspace module
 
@@ -44,6 +53,9 @@ help:
 	@echo "                  (built once, about an hour; not part of make check)"
 	@echo "make pair-check-debug  the two-guest tier on that kernel"
 	@echo "make module       sdp.ko for KVER;  make modules: for every kernel"
+	@echo "make install      sdp.ko for KVER into /lib/modules, tools, libsdp.so, header,"
+	@echo "                  man pages into PREFIX (/usr/local); DESTDIR; make uninstall"
+	@echo "make install-dkms sdp.ko's source into /usr/src for DKMS, dkms install"
 	@echo "make fuzz         long fuzz run (FUZZ_SECONDS)"
 	@echo "make format | format-check | tidy | sparse"
 	@echo "make bench        SDP against raw verbs, rsockets and TCP in the VM (KVER):"
@@ -95,8 +107,56 @@ pair-check: userspace modules
 		scripts/vm/run-pair.sh -w -k @K -o $(BUILD)/vm/pair/@K -t 1500 \
 		tests/vm/tier-pair.sh $(BUILD)
 
-check: unit vm-check pair-check
+check: unit install-check vm-check pair-check
 	@echo "check: all tiers passed"
+
+# --- install ---------------------------------------------------------------
+install: install-module install-userspace
+
+# sdp.ko into /lib/modules/KVER/updates; depmod records its dependencies
+# (ib_core, rdma_cm) and aliases, so `modprobe sdp` and socket() autoload
+# work.  With DESTDIR, depmod is left to the package's postinst.
+install-module: module
+	@set -e; kver=$(kver); \
+	install -D -m 0644 $(BUILD)/kmod/$$kver/sdp.ko $(DESTDIR)/lib/modules/$$kver/updates/sdp.ko; \
+	if [ -z "$(DESTDIR)" ]; then depmod -a $$kver; fi; \
+	echo "install: sdp.ko in $(DESTDIR)/lib/modules/$$kver/updates"
+
+install-userspace: deps
+	@mkdir -p $(BUILD); cmake -S $(TOP) -B $(RELEASE_BUILD) -G Ninja \
+		-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSDP_SANITIZE=OFF -DSDP_FUZZ=OFF \
+		-DCMAKE_INSTALL_PREFIX=$(PREFIX) > $(BUILD)/release-configure.log
+	cmake --build $(RELEASE_BUILD) --target sdp-decode sdp-bench sdpstat sdp_preload
+	DESTDIR=$(DESTDIR) cmake --install $(RELEASE_BUILD)
+
+# The DKMS source tree into /usr/src/sdp-VERSION, then dkms add, build and
+# install for the running kernel (with DESTDIR: the tree only).
+install-dkms:
+	@set -e; src=$$(scripts/dkms-source.sh $(DESTDIR)/usr/src); \
+	echo "install-dkms: $$src"; \
+	if [ -z "$(DESTDIR)" ]; then \
+		v=$${src##*/sdp-}; dkms add -m sdp -v $$v && dkms install -m sdp -v $$v; \
+	fi
+
+# What the last `make install` installed (install_manifest.txt), except an
+# /etc/libsdp.conf: it is the administrator's.
+uninstall:
+	@set -e; kver=$(kver); \
+	rm -f $(DESTDIR)/lib/modules/$$kver/updates/sdp.ko; \
+	if [ -z "$(DESTDIR)" ]; then depmod -a $$kver; fi; \
+	if [ -f $(RELEASE_BUILD)/install_manifest.txt ]; then \
+		sed -e '$$a\' $(RELEASE_BUILD)/install_manifest.txt | \
+			grep -v '^/etc/libsdp.conf$$' | sed 's|^|$(DESTDIR)|' | \
+			xargs -r -d '\n' rm -f; \
+	fi; \
+	echo "uninstall: done"
+
+# make install into a staging root, then use what it installed: modinfo of
+# the module, sdp_run finding libsdp.so, a program built with pkg-config
+# and one with find_package(sdp), the man pages; then make uninstall.
+install-check: userspace module
+	@tests/scripts/install_test.sh "$(kver)"
 
 # --- the debug kernel: KASAN, lockdep, kmemleak, debug objects ---------------
 # scripts/debug-kernel.sh builds it once from Debian's linux-source-6.1

@@ -25,8 +25,9 @@ pkgs_build=(
 	libgtest-dev libgmock-dev googletest libbenchmark-dev
 	sparse pahole git python3 xz-utils
 )
-# Module tooling (the kernels themselves are handled below).
-pkgs_kernel=(kmod)
+# Module tooling (the kernels themselves are handled below); dkms for the
+# DKMS build that make install-check runs.
+pkgs_kernel=(kmod dkms)
 # VM test bed: qemu (TCG), an initramfs made of busybox, Soft-RoCE userspace,
 # tshark (scripts/vm/wire-check.py decodes the pair tier's link capture).
 pkgs_vm=(
