@@ -37,7 +37,7 @@ export KVER VM_KVERS
 .PHONY: all help deps userspace module modules unit vm-check pair-check check fuzz \
 	format format-check tidy sparse clean bench demo debug-kernel check-debug \
 	pair-check-debug install install-module install-userspace install-dkms uninstall \
-	install-check
+	install-check deb
 
 all: userspace module
 
@@ -56,6 +56,7 @@ help:
 	@echo "make install      sdp.ko for KVER into /lib/modules, tools, libsdp.so, header,"
 	@echo "                  man pages into PREFIX (/usr/local); DESTDIR; make uninstall"
 	@echo "make install-dkms sdp.ko's source into /usr/src for DKMS, dkms install"
+	@echo "make deb          Debian packages in build/deb: sdp-dkms, sdp-tools, libsdp(-dev)"
 	@echo "make fuzz         long fuzz run (FUZZ_SECONDS)"
 	@echo "make format | format-check | tidy | sparse"
 	@echo "make bench        SDP against raw verbs, rsockets and TCP in the VM (KVER):"
@@ -95,7 +96,7 @@ unit: userspace
 
 # One boot per kernel runs the whole VM tier; every kernel is tried even when
 # one fails, and the target fails if any did.
-vm-check: userspace modules
+vm-check: userspace modules deb
 	@scripts/vm/each-kernel.sh vm-check "$(vm_kvers)" $(BUILD)/vm/logs \
 		scripts/vm/run.sh -k @K -o $(BUILD)/vm/results/@K -t 900 \
 		tests/vm/tier-socket.sh $(BUILD)
@@ -151,6 +152,10 @@ uninstall:
 			xargs -r -d '\n' rm -f; \
 	fi; \
 	echo "uninstall: done"
+
+# The Debian packages, in $(BUILD)/deb (scripts/build-debs.sh).
+deb: deps
+	@scripts/build-debs.sh $(BUILD)/deb
 
 # make install into a staging root, then use what it installed: modinfo of
 # the module, sdp_run finding libsdp.so, a program built with pkg-config

@@ -26,8 +26,9 @@ pkgs_build=(
 	sparse pahole git python3 xz-utils
 )
 # Module tooling (the kernels themselves are handled below); dkms for the
-# DKMS build that make install-check runs.
-pkgs_kernel=(kmod dkms)
+# DKMS build that make install-check runs, debhelper and dh-dkms for the
+# Debian packages (make deb).
+pkgs_kernel=(kmod dkms debhelper dh-dkms)
 # VM test bed: qemu (TCG), an initramfs made of busybox, Soft-RoCE userspace,
 # tshark (scripts/vm/wire-check.py decodes the pair tier's link capture).
 pkgs_vm=(

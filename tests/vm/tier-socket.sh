@@ -127,4 +127,7 @@ fi
 # are back in balance, the SDP slab cache is empty and sdp.ko unloads
 # (sdp_kecho first, if loaded).
 "$build/host/sdp_vm_lifecycle_tests" --gtest_color=no --gtest_filter='Gate.*' || status=1
+# The Debian packages (make deb), once sdp.ko is gone: dpkg -i in an overlay
+# of the root, DKMS builds sdp.ko, modprobe, a transfer, dpkg -r.
+bash tests/vm/deb_test.sh "$build" || status=1
 exit $status

@@ -1,0 +1,149 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# The Debian packages, installed as an administrator would (issue 16): in
+# the single guest, after the tier has unloaded sdp.ko, dpkg -i of every
+# package of BUILD/deb in an overlay of the root (a tmpfs upper layer: the
+# host's files are not touched), which has DKMS build sdp.ko for the running
+# kernel; then modprobe from the installed files, a transfer with the
+# installed sdp-bench, libsdp.so and sdp_run moving a program's socket to
+# SDP, sdpstat reading the counters, and dpkg -r taking the module away.
+#
+#   deb_test.sh BUILD_DIR
+set -uo pipefail
+build=$(realpath "$1")
+kver=$(uname -r)
+fails=0
+pass() { echo "[       OK ] deb: $*"; }
+fail() {
+	echo "[  FAILED  ] deb: $*" >&2
+	fails=$((fails + 1))
+}
+
+debs=()
+for d in "$build"/deb/*.deb; do
+	case $d in *-dbgsym_*) ;; *) [ -f "$d" ] && debs+=("$d") ;; esac
+done
+if [ ${#debs[@]} -lt 4 ]; then
+	echo "[  FAILED  ] deb: no packages in $build/deb (make deb)" >&2
+	exit 1
+fi
+if grep -q '^sdp ' /proc/modules; then
+	echo "[  FAILED  ] deb: sdp.ko is still loaded" >&2
+	exit 1
+fi
+
+# A guest under TCG compiles sdp.ko in about five minutes: once, in the
+# guest of the newest kernel (the DKMS build for every kernel runs on the
+# host in make install-check).
+newest=$(scripts/kver.sh)
+if [ "$kver" != "$newest" ]; then
+	echo "[ INFO     ] deb: the package test runs in the $newest guest, not in this one"
+	exit 0
+fi
+
+ov=$(mktemp -d /tmp/deb-root.XXXXXX)
+mount -t tmpfs -o size=1500m tmpfs "$ov"
+mkdir -p "$ov/upper" "$ov/work" "$ov/root"
+if ! mount -t overlay overlay -o "lowerdir=/,upperdir=$ov/upper,workdir=$ov/work" "$ov/root"; then
+	echo "[  FAILED  ] deb: cannot mount an overlay of /" >&2
+	exit 1
+fi
+r=$ov/root
+for m in proc sys dev dev/pts run tmp; do
+	mount --bind "/$m" "$r/$m"
+done
+# DKMS builds for the running kernel and the newest: here the same one.
+cleanup() {
+	chroot "$r" modprobe -r sdp 2> /dev/null
+	for m in tmp run dev/pts dev sys proc; do umount "$r/$m" 2> /dev/null; done
+	umount "$r" 2> /dev/null
+	umount "$ov" 2> /dev/null
+	rmdir "$ov" 2> /dev/null
+}
+trap cleanup EXIT
+in_root() { chroot "$r" "$@"; }
+
+mkdir -p "$r/var/tmp/sdp-debs"
+cp "${debs[@]}" "$r/var/tmp/sdp-debs/"
+in_root_debs=()
+for d in "${debs[@]}"; do in_root_debs+=("/var/tmp/sdp-debs/${d##*/}"); done
+start=$(date +%s)
+if in_root dpkg -i "${in_root_debs[@]}" > /tmp/deb-install.log 2>&1; then
+	pass "dpkg -i ${debs[*]##*/} ($(($(date +%s) - start)) s, DKMS build included)"
+else
+	fail "dpkg -i: $(tail -30 /tmp/deb-install.log)"
+fi
+ko=$(in_root find "/lib/modules/$kver/updates/dkms" -name 'sdp.ko*' 2> /dev/null | head -1)
+status=$(in_root dkms status -m sdp -k "$kver" 2> /dev/null)
+if [ -n "$ko" ] && grep -q "installed" <<< "$status"; then
+	pass "DKMS built and installed $ko for $kver ($status)"
+else
+	fail "no sdp.ko from DKMS: $status $(tail -20 /tmp/deb-install.log)"
+fi
+if in_root modprobe sdp && grep -q '^sdp ' /proc/modules; then
+	pass "modprobe sdp from the installed files (ib_core, rdma_cm loaded first)"
+else
+	fail "modprobe sdp"
+fi
+
+# A transfer with the installed sdp-bench, verified, over SDP.
+before=$(awk '$1 == "rx_bytes" { print $2 }' /proc/net/sdpstats)
+in_root /usr/bin/sdp-bench server --family sdp --addr 10.77.0.1 --port 18600 \
+	--connections 1 --quiet > /tmp/deb-bench-s.log 2>&1 &
+srv=$!
+if in_root /usr/bin/sdp-bench client --family sdp --addr 10.77.0.1 --port 18600 \
+	--bytes 16M --sizes 16k --verify > /tmp/deb-bench.log 2>&1; then
+	pass "sdp-bench: $(grep -m1 -i 'MB/s' /tmp/deb-bench.log)"
+else
+	fail "sdp-bench: $(cat /tmp/deb-bench.log)"
+fi
+wait $srv
+after=$(awk '$1 == "rx_bytes" { print $2 }' /proc/net/sdpstats)
+[ $((after - before)) -ge $((16 << 20)) ] && pass "16 MiB received by SDP" ||
+	fail "SDP received $((after - before)) bytes"
+
+# libsdp.so through the installed sdp_run and /etc/libsdp.conf: a Python
+# socket becomes an IPPROTO_SDP socket and carries its bytes over SDP.
+cat > "$r/var/tmp/probe.py" << 'PY'
+import socket, threading
+ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+ls.bind(("10.77.0.1", 0))
+ls.listen(1)
+def serve():
+    c, _ = ls.accept()
+    while (b := c.recv(65536)):
+        c.sendall(b)
+    c.close()
+threading.Thread(target=serve).start()
+c = socket.create_connection(ls.getsockname())
+data = bytes(range(256)) * 4096
+c.sendall(data)
+c.shutdown(socket.SHUT_WR)
+got = b""
+while (b := c.recv(65536)):
+    got += b
+print(c.getsockopt(socket.SOL_SOCKET, socket.SO_PROTOCOL), c.getsockopt(1025, 84), got == data)
+PY
+out=$(in_root /usr/bin/sdp_run python3 /var/tmp/probe.py 2>&1)
+[ "$out" = "257 1 True" ] && pass "sdp_run with the installed libsdp.so and /etc/libsdp.conf" ||
+	fail "sdp_run: $out"
+in_root /usr/sbin/sdpstat -c | grep -q conn_established && pass "sdpstat reads the counters" ||
+	fail "sdpstat: $(in_root /usr/sbin/sdpstat -c 2>&1 | head -5)"
+
+# dpkg -r: the module is unloaded first (nothing uses it now) and DKMS
+# removes it.
+in_root modprobe -r sdp
+if [ -n "$ko" ] && in_root dpkg -r sdp-dkms libsdp libsdp-dev sdp-tools > /tmp/deb-remove.log 2>&1 &&
+	[ -z "$(in_root find "/lib/modules/$kver/updates/dkms" -name 'sdp.ko*' 2> /dev/null)" ]; then
+	pass "dpkg -r removes the module"
+else
+	fail "dpkg -r: $(tail -10 /tmp/deb-remove.log)"
+fi
+
+if [ $fails = 0 ]; then
+	echo "[  PASSED  ] deb: the packages install, build, load and carry data"
+else
+	echo "[  FAILED  ] deb: $fails check(s) failed" >&2
+	exit 1
+fi
