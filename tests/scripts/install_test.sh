@@ -105,7 +105,9 @@ src=$("$top/scripts/dkms-source.sh" "$root/src")
 mkdir -p "$root/dkms"
 version=${src##*/sdp-}
 for k in $("$top/scripts/kver.sh" --all); do
-	if dkms build -m sdp -v "$version" -k "$k" --sourcetree "$root/src" \
+	# SDP_TOP in the environment (as in the VM guests) must not redirect
+	# the build away from the DKMS tree.
+	if SDP_TOP=/nonexistent dkms build -m sdp -v "$version" -k "$k" --sourcetree "$root/src" \
 		--dkmstree "$root/dkms" > "$root/dkms-$k.log" 2>&1; then
 		m=$(find "$root/dkms/sdp/$version/$k" -name 'sdp.ko*' | head -1)
 		deps=$(modinfo -F depends "$m" 2>/dev/null | tr , '\n' | sort | paste -sd,)

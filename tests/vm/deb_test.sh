@@ -62,7 +62,11 @@ cleanup() {
 	rmdir "$ov" 2> /dev/null
 }
 trap cleanup EXIT
-in_root() { chroot "$r" "$@"; }
+# As an administrator's shell would: none of the tier's environment.
+in_root() {
+	env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+		LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive chroot "$r" "$@"
+}
 
 mkdir -p "$r/var/tmp/sdp-debs"
 cp "${debs[@]}" "$r/var/tmp/sdp-debs/"
@@ -79,7 +83,8 @@ status=$(in_root dkms status -m sdp -k "$kver" 2> /dev/null)
 if [ -n "$ko" ] && grep -q "installed" <<< "$status"; then
 	pass "DKMS built and installed $ko for $kver ($status)"
 else
-	fail "no sdp.ko from DKMS: $status $(tail -20 /tmp/deb-install.log)"
+	fail "no sdp.ko from DKMS: $status $(tail -20 /tmp/deb-install.log)
+$(tail -30 "$r/var/lib/dkms/sdp/0.1.0/build/make.log" 2> /dev/null)"
 fi
 if in_root modprobe sdp && grep -q '^sdp ' /proc/modules; then
 	pass "modprobe sdp from the installed files (ib_core, rdma_cm loaded first)"
