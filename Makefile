@@ -35,7 +35,7 @@ export SDP_BUILD := $(BUILD)
 export KVER VM_KVERS
 
 .PHONY: all help deps userspace module modules unit vm-check pair-check check fuzz \
-	format format-check tidy sparse clean bench demo debug-kernel check-debug \
+	format format-check tidy sparse checkpatch clean bench demo debug-kernel check-debug \
 	pair-check-debug install install-module install-userspace install-dkms uninstall \
 	install-check deb
 
@@ -58,7 +58,7 @@ help:
 	@echo "make install-dkms sdp.ko's source into /usr/src for DKMS, dkms install"
 	@echo "make deb          Debian packages in build/deb: sdp-dkms, sdp-tools, libsdp(-dev)"
 	@echo "make fuzz         long fuzz run (FUZZ_SECONDS)"
-	@echo "make format | format-check | tidy | sparse"
+	@echo "make format | format-check | tidy | sparse | checkpatch"
 	@echo "make bench        SDP against raw verbs, rsockets and TCP in the VM (KVER):"
 	@echo "                  results in build/bench; BENCH_SIZES, BENCH_ZCOPY_SIZES,"
 	@echo "                  BENCH_DURATION, BENCH_ROUNDS"
@@ -110,7 +110,7 @@ pair-check: userspace modules
 		scripts/vm/run-pair.sh -w -k @K -o $(BUILD)/vm/pair/@K -t 1500 \
 		tests/vm/tier-pair.sh $(BUILD)
 
-check: unit install-check vm-check pair-check
+check: unit checkpatch install-check vm-check pair-check
 	@echo "check: all tiers passed"
 
 # --- install ---------------------------------------------------------------
@@ -224,6 +224,10 @@ CXX_SOURCES = $(shell git ls-files 'kernel/core/*.cpp' 'kernel/core/*.h' ':!kern
 
 format:
 	clang-format -i $(CXX_SOURCES)
+
+# checkpatch.pl on the kernel C (scripts/checkpatch.sh): no error, no warning.
+checkpatch:
+	@scripts/checkpatch.sh
 
 format-check:
 	clang-format --dry-run --Werror $(CXX_SOURCES)

@@ -94,6 +94,7 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 
+#include "sdp_compat.h"
 #include "sdp_core.h"
 #include "sdp_wire.h"
 #include "uapi/sdp.h"

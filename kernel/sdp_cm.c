@@ -78,37 +78,37 @@ struct rdma_cm_id *sdp_cm_create_id(struct sock *sk)
  */
 static const u8 sdp_rej_nobufs[8] = { 'S', 'D', 'P', 'R', 0, 0, 0, ENOBUFS };
 
-/* Map a CM failure to what TCP reports for the same situation. */
+/* Map a CM failure to what TCP reports for the same situation (-errno). */
 static int sdp_cm_errno(struct rdma_cm_event *ev)
 {
 	switch (ev->event) {
 	case RDMA_CM_EVENT_REJECTED:
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 		SDP_INC(SDP_CNT_ERR_REFUSED);
-		return ECONNREFUSED;
+		return -ECONNREFUSED;
 	case RDMA_CM_EVENT_ADDR_ERROR:
 	case RDMA_CM_EVENT_ROUTE_ERROR:
 		if (ev->status == -ETIMEDOUT) {
 			SDP_INC(SDP_CNT_ERR_TIMEOUT);
-			return ETIMEDOUT;
+			return -ETIMEDOUT;
 		}
 		SDP_INC(SDP_CNT_ERR_UNREACHABLE);
 		if (ev->status == -EHOSTUNREACH)
-			return EHOSTUNREACH;
-		return ENETUNREACH;
+			return -EHOSTUNREACH;
+		return -ENETUNREACH;
 	case RDMA_CM_EVENT_UNREACHABLE:
 		if (ev->status == -ETIMEDOUT) {
 			SDP_INC(SDP_CNT_ERR_TIMEOUT);
-			return ETIMEDOUT;
+			return -ETIMEDOUT;
 		}
 		SDP_INC(SDP_CNT_ERR_UNREACHABLE);
-		return EHOSTUNREACH;
+		return -EHOSTUNREACH;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		SDP_INC(SDP_CNT_ERR_DEVICE_REMOVED);
-		return ECONNRESET;
+		return -ECONNRESET;
 	default:
 		SDP_INC(SDP_CNT_ERR_RESET);
-		return ECONNRESET;
+		return -ECONNRESET;
 	}
 }
 
@@ -647,7 +647,7 @@ static void sdp_cm_process(struct sock *sk, const struct sdp_cm_ev *e)
 	case RDMA_CM_EVENT_UNREACHABLE:
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
-		err = sdp_cm_errno(&ev);
+		err = -sdp_cm_errno(&ev);
 		end = sdp_cm_end(&ev);
 		break;
 	default:

@@ -15,7 +15,6 @@
 #include <linux/delay.h>
 #include <linux/memcontrol.h>
 #include <linux/sched/mm.h>
-#include <linux/version.h>
 #include <linux/slab.h>
 
 #include "sdp.h"
@@ -284,7 +283,7 @@ static void sdp_destroy_cq(struct sock *sk, struct ib_cq *cq)
  */
 static void sdp_rxe_settle(struct ib_device *dev)
 {
-#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 4, 0)
+#ifdef SDP_RXE_NEEDS_SETTLE
 	if (dev && dev->ops.driver_id == RDMA_DRIVER_RXE)
 		msleep(20);
 #endif

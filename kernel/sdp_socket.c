@@ -16,7 +16,6 @@
 #include <linux/net.h>
 #include <linux/sockios.h>
 #include <linux/tcp.h>
-#include <linux/version.h>
 #include <net/addrconf.h>
 #include <net/inet_common.h>
 #include <net/protocol.h>
@@ -59,7 +58,7 @@ static struct proto sdp6_proto = {
 	.name = "SDPv6",
 	.owner = THIS_MODULE,
 	.obj_size = sizeof(struct sdp6_sock),
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 7, 0)
+#ifdef SDP_HAVE_IPV6_PINFO_OFFSET
 	.ipv6_pinfo_offset = offsetof(struct sdp6_sock, inet6),
 #endif
 	.keepalive = sdp_set_keepalive,
@@ -836,7 +835,7 @@ out:
 	return err;
 }
 
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 10, 0)
+#ifdef SDP_HAVE_PROTO_ACCEPT_ARG
 static int sdp_accept(struct socket *sock, struct socket *newsock,
 		      struct proto_accept_arg *arg)
 {
@@ -1043,6 +1042,11 @@ static __poll_t sdp_poll(struct file *file, struct socket *sock,
 			} else {
 				sk_set_bit(SOCKWQ_ASYNC_NOSPACE, sk);
 				set_bit(SOCK_NOSPACE, &sk->sk_socket->flags);
+				/*
+				 * NOSPACE before the second look at the ring,
+				 * as tcp_poll(): a completion that frees a slot
+				 * after that look sees the bit and wakes us.
+				 */
 				smp_mb__after_atomic();
 				if (sdp_writable(sk))
 					mask |= EPOLLOUT | EPOLLWRNORM;
@@ -1053,6 +1057,7 @@ static __poll_t sdp_poll(struct file *file, struct socket *sock,
 		if (READ_ONCE(ssk->urg_state) == SDP_URG_VALID)
 			mask |= EPOLLPRI;
 	}
+	/* sk_err after the state read above, paired as in tcp_poll(). */
 	smp_rmb();
 	if (READ_ONCE(sk->sk_err))
 		mask |= EPOLLERR;
@@ -1297,12 +1302,69 @@ static int sdp_setsockopt(struct socket *sock, int level, int optname,
 	return err;
 }
 
+/* One getsockopt value of an SDP socket that is not over TCP. */
+static int sdp_sockopt_value(struct sock *sk, int level, int optname, int *val)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	if (level == SOL_IPV6 && optname == IPV6_V6ONLY) {
+		*val = ssk->v6only;
+		return 0;
+	}
+	if (level == SOL_SDP) {
+		switch (optname) {
+		case SDP_TRANSPORT_POLICY:
+			*val = READ_ONCE(ssk->policy);
+			return 0;
+		case SDP_TRANSPORT:
+			*val = sdp_transport(sk);
+			return 0;
+		case SDP_FALLBACK_REASON:
+			*val = READ_ONCE(ssk->fallback_reason);
+			return 0;
+		case SDP_ZCOPY_THRESH:
+			*val = sdp_zc_thresh(ssk);
+			return 0;
+		default:
+			return -ENOPROTOOPT;
+		}
+	}
+	if (level != SOL_TCP)
+		return -EOPNOTSUPP;
+	switch (optname) {
+	case SDP_ZCOPY_THRESH:	/* OFED's level for it */
+		*val = sdp_zc_thresh(ssk);
+		break;
+	case TCP_NODELAY:
+		*val = ssk->nodelay;
+		break;
+	case TCP_CORK:
+		*val = ssk->cork;
+		break;
+	case TCP_KEEPIDLE:
+		*val = ssk->keepidle;
+		break;
+	case TCP_KEEPINTVL:
+		*val = ssk->keepintvl;
+		break;
+	case TCP_KEEPCNT:
+		*val = ssk->keepcnt;
+		break;
+	case TCP_MAXSEG:
+		*val = ssk->seg_max ? ssk->seg_max : 536;
+		break;
+	default:
+		return -ENOPROTOOPT;
+	}
+	return 0;
+}
+
 static int sdp_getsockopt(struct socket *sock, int level, int optname,
 			  char __user *optval, int __user *optlen)
 {
 	struct sock *sk = sock->sk;
 	struct sdp_sock *ssk = sdp_sk(sk);
-	int val, len;
+	int val, len, err;
 
 	if (get_user(len, optlen))
 		return -EFAULT;
@@ -1321,45 +1383,9 @@ static int sdp_getsockopt(struct socket *sock, int level, int optname,
 	}
 	if (sdp_fallen_back(sk) && level != SOL_SDP)
 		return sdp_fb_getsockopt(sock, level, optname, optval, optlen);
-	if (level == SOL_SDP && optname == SDP_TRANSPORT_POLICY) {
-		val = READ_ONCE(ssk->policy);
-	} else if (level == SOL_SDP && optname == SDP_TRANSPORT) {
-		val = sdp_transport(sk);
-	} else if (level == SOL_SDP && optname == SDP_FALLBACK_REASON) {
-		val = READ_ONCE(ssk->fallback_reason);
-	} else if (level == SOL_IPV6 && optname == IPV6_V6ONLY) {
-		val = ssk->v6only;
-	} else if (level == SOL_SDP && optname != SDP_ZCOPY_THRESH) {
-		return -ENOPROTOOPT;
-	} else if (level != SOL_TCP && level != SOL_SDP) {
-		return -EOPNOTSUPP;
-	} else {
-		switch (optname) {
-		case SDP_ZCOPY_THRESH:
-			val = sdp_zc_thresh(ssk);
-			break;
-		case TCP_NODELAY:
-			val = ssk->nodelay;
-			break;
-		case TCP_CORK:
-			val = ssk->cork;
-			break;
-		case TCP_KEEPIDLE:
-			val = ssk->keepidle;
-			break;
-		case TCP_KEEPINTVL:
-			val = ssk->keepintvl;
-			break;
-		case TCP_KEEPCNT:
-			val = ssk->keepcnt;
-			break;
-		case TCP_MAXSEG:
-			val = ssk->seg_max ? ssk->seg_max : 536;
-			break;
-		default:
-			return -ENOPROTOOPT;
-		}
-	}
+	err = sdp_sockopt_value(sk, level, optname, &val);
+	if (err)
+		return err;
 	len = min_t(unsigned int, len, sizeof(int));
 	if (put_user(len, optlen))
 		return -EFAULT;
@@ -1368,8 +1394,11 @@ static int sdp_getsockopt(struct socket *sock, int level, int optname,
 	return 0;
 }
 
-/* Not const: .family is the `family` module parameter, set at registration. */
-static struct proto_ops sdp_proto_ops = {
+/*
+ * Not const: .family is the `family` module parameter, set at registration
+ * in the module's init; read-only from then on.
+ */
+static struct proto_ops sdp_proto_ops __ro_after_init = {
 	.owner = THIS_MODULE,
 	.release = sdp_release,
 	.bind = sdp_bind,
@@ -1490,7 +1519,7 @@ static struct net_proto_family sdp_family_ops = {
 };
 
 /* IPPROTO_SDP: the same operations under AF_INET's and AF_INET6's name. */
-static struct proto_ops sdp_inet_ops;
+static struct proto_ops sdp_inet_ops __ro_after_init;
 static struct inet_protosw sdp_inet_protosw = {
 	.type = SOCK_STREAM,
 	.prot = &sdp_proto,
@@ -1498,7 +1527,7 @@ static struct inet_protosw sdp_inet_protosw = {
 };
 
 #if IS_ENABLED(CONFIG_IPV6)
-static struct proto_ops sdp_inet6_ops;
+static struct proto_ops sdp_inet6_ops __ro_after_init;
 static struct inet_protosw sdp_inet6_protosw = {
 	.type = SOCK_STREAM,
 	.prot = &sdp6_proto,

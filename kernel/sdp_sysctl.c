@@ -5,7 +5,6 @@
  */
 #include <linux/moduleparam.h>
 #include <linux/sysctl.h>
-#include <linux/version.h>
 
 #include "sdp.h"
 #include "sdp_wire.h"
@@ -238,7 +237,7 @@ static struct ctl_table sdp_sysctl_table[] = {
 		.extra1 = &sdp_zero,
 		.extra2 = &sdp_one,
 	},
-#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 6, 0)
+#ifdef SDP_SYSCTL_NEEDS_SENTINEL
 	{}
 #endif
 };

@@ -41,7 +41,6 @@
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
 #include <linux/uio.h>
-#include <linux/version.h>
 #include <linux/vmalloc.h>
 
 #include "sdp.h"
@@ -52,12 +51,6 @@
 #define SDP_ZC_WR_REG 0x100
 #define SDP_ZC_WR_RDMA 0x200
 #define SDP_ZC_WR_INV 0x300
-
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 4, 0)
-#define sdp_iter_iov(i) iter_iov(i)
-#else
-#define sdp_iter_iov(i) ((i)->iov)
-#endif
 
 int sdp_zc_thresh(const struct sdp_sock *ssk)
 {
