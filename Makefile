@@ -76,20 +76,18 @@ userspace: deps $(HOST_BUILD)/build.ninja
 	ninja -C $(HOST_BUILD)
 
 # sparse runs on the C glue of every module build (C=1), warnings are errors.
-# The kernel-consumer test module (tests/kmod) is built with it.
+# scripts/build-module.sh builds the kernel-consumer test module (tests/kmod)
+# with sdp.ko.
 module: deps
 	scripts/build-module.sh "$(kver)" C=1 CHECK="sparse -Wsparse-error"
-	scripts/build-test-module.sh "$(kver)" C=1 CHECK="sparse -Wsparse-error"
 
 modules: deps
 	@set -e; for k in $(vm_kvers); do \
 		scripts/build-module.sh "$$k" C=1 CHECK="sparse -Wsparse-error"; \
-		scripts/build-test-module.sh "$$k" C=1 CHECK="sparse -Wsparse-error"; \
 	done
 
 sparse: deps
 	scripts/build-module.sh "$(kver)" C=2 CHECK="sparse -Wsparse-error"
-	scripts/build-test-module.sh "$(kver)" C=2 CHECK="sparse -Wsparse-error"
 
 unit: userspace
 	cd $(HOST_BUILD) && ctest --output-on-failure --timeout 300
@@ -188,7 +186,6 @@ debug-kernel:
 check-debug: userspace debug-kernel
 	@set -e; kver=$$(scripts/debug-kernel.sh --release); \
 	scripts/build-module.sh "$$kver" C=1 CHECK="sparse -Wsparse-error"; \
-	scripts/build-test-module.sh "$$kver" C=1 CHECK="sparse -Wsparse-error"; \
 	start=$$(date +%s); \
 	SDP_VM_APPEND="$(DEBUG_VM_APPEND)" scripts/vm/run.sh -k "$$kver" -m 2048 \
 		-o $(BUILD)/vm/results/$$kver -t $(DEBUG_TIMEOUT) \
@@ -206,7 +203,6 @@ PAIR_DEBUG_ENV ?= PAIR_INTEGRITY_BYTES=16M PAIR_NETEM_BYTES=1M \
 pair-check-debug: userspace debug-kernel
 	@set -e; kver=$$(scripts/debug-kernel.sh --release); \
 	scripts/build-module.sh "$$kver" C=1 CHECK="sparse -Wsparse-error"; \
-	scripts/build-test-module.sh "$$kver" C=1 CHECK="sparse -Wsparse-error"; \
 	start=$$(date +%s); \
 	$(PAIR_DEBUG_ENV) SDP_VM_APPEND="$(DEBUG_VM_APPEND)" \
 		scripts/vm/run-pair.sh -w -k "$$kver" -m 2048 -o $(BUILD)/vm/pair/$$kver \

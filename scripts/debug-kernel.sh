@@ -19,8 +19,8 @@
 # covering the config fragment, the patches, the source package version and
 # the recipe number below: a complete cache entry is reused, never rebuilt.  Installing puts the
 # image and System.map in /boot and the modules in /lib/modules/RELEASE,
-# whose build link points at the cached tree, so scripts/build-module.sh,
-# scripts/build-test-module.sh and scripts/vm/run.sh work with
+# whose build link points at the cached tree, so scripts/build-module.sh
+# and scripts/vm/run.sh work with
 # KVER=RELEASE as for a Debian kernel.  scripts/kver.sh leaves it out (its
 # release ends in -sdpdebug), so `make check` never tests it; a checkout
 # whose kver.sh predates that would, while it is installed (--uninstall).

@@ -70,7 +70,7 @@ python3 tests/vm/ipproto_test.py || status=1
 bash tests/vm/preload_test.sh "$build" || status=1
 echo 0 > /proc/sys/net/sdp/fallback
 "$build/host/sdp_vm_zcopy_tests" --gtest_color=no || status=1
-# In-kernel consumers: tests/kmod/sdp_kecho.ko (scripts/build-test-module.sh).
+# In-kernel consumers: tests/kmod/sdp_kecho.ko (scripts/build-module.sh).
 SDP_KECHO_MODULE=$build/kmod-tests/$kver/sdp_kecho.ko \
 	"$build/host/sdp_vm_kconsumer_tests" --gtest_color=no || status=1
 # A userspace SDP peer on libibverbs that breaks the zero-copy rules.
