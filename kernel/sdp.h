@@ -69,7 +69,7 @@
  *   - parent is claimed with xchg() (accept() or the child's death, once).
  *
  * The socket lock is dropped (sk_wait_event(), wait_woken(), the busy poll
- * of recvmsg, sdp_zc_release() waiting for teardown, a child taking its
+ * of recvmsg, sdp_mr_release() waiting for teardown, a child taking its
  * listener's lock, rdma_connect()) and everything it guards may change
  * meanwhile: the completion and CM work run (ring counters, credits, the
  * core's state, sk_state, sk_err, stream positions, urgent state),
@@ -613,6 +613,16 @@ struct sdp_stats {
 
 DECLARE_PER_CPU(struct sdp_stats, sdp_stats);
 #define SDP_INC(c) this_cpu_inc(sdp_stats.cnt[c])
+/*
+ * An event counted twice: in the module's counters (/proc/net/sdp_stats)
+ * and in the socket's (SDP_STATS getsockopt, field of struct
+ * sdp_sock_stats; socket lock held).
+ */
+#define SDP_INC_SK(ssk, c, field)			\
+	do {						\
+		SDP_INC(c);				\
+		(ssk)->stats.field++;			\
+	} while (0)
 #define SDP_ADD(c, n) this_cpu_add(sdp_stats.cnt[c], n)
 #define SDP_INC_TX_MID(m) this_cpu_inc(sdp_stats.tx_mid[(m) & 0xff])
 #define SDP_INC_RX_MID(m) this_cpu_inc(sdp_stats.rx_mid[(m) & 0xff])
@@ -691,13 +701,29 @@ void sdp_reset_keepalive(struct sock *sk);
 void sdp_arm_ack_timer(struct sock *sk);
 void sdp_ack_work(struct work_struct *work);
 
+/* sdp_mr.c */
+u64 sdp_mr_iova(u64 dma_iova, u64 random);
+int sdp_mr_alloc(struct sock *sk, struct ib_device *dev, struct ib_pd *pd);
+void sdp_mr_free_maps(struct sock *sk);
+void sdp_mr_claim(struct sock *sk, struct sdp_res *res);
+void sdp_mr_teardown(struct ib_device *dev, struct sdp_res *res);
+int sdp_mr_collect(struct sdp_sock *ssk, struct sdp_zc_map *map,
+		   const struct iov_iter *iter, size_t max_len, bool write);
+void sdp_mr_release(struct sock *sk, struct sdp_zc_map *map, bool registered);
+int sdp_mr_register(struct sock *sk, struct sdp_zc_map *map,
+		    struct ib_reg_wr *reg);
+void sdp_mr_inv_wr(struct sdp_sock *ssk, struct sdp_zc_map *map,
+		   struct ib_send_wr *inv);
+void sdp_mr_orphan(struct sock *sk, struct sdp_zc_map *map);
+
 /* sdp_zcopy.c */
-u64 sdp_zc_iova(u64 dma_iova, u64 random);
-int sdp_zc_alloc(struct sock *sk, struct ib_device *dev, struct ib_pd *pd);
-void sdp_zc_free_maps(struct sock *sk);
+/* Zero-copy work requests: the low bits of SDP_WR_ID's tag. */
+#define SDP_ZC_TX 0
+#define SDP_ZC_RX 1
+#define SDP_ZC_WR_REG 0x100
+#define SDP_ZC_WR_RDMA 0x200
+#define SDP_ZC_WR_INV 0x300
 void sdp_zc_complete(struct sock *sk, struct ib_wc *wc);
-void sdp_zc_claim(struct sock *sk, struct sdp_res *res);
-void sdp_zc_teardown(struct ib_device *dev, struct sdp_res *res);
 int sdp_zc_thresh(const struct sdp_sock *ssk);
 int sdp_zc_send(struct sock *sk, struct msghdr *msg, long *timeo,
 		size_t *copied);

@@ -61,10 +61,10 @@ static const char *__init sdp_selftest_glue(void)
 		return "inline send without the buffer's virtual address";
 	if (sdp_send_sge_addr(&b, false) != b.dma)
 		return "DMA send without the buffer's DMA address";
-	iova = sdp_zc_iova(0xffff888012345678ULL, ~0ULL);
+	iova = sdp_mr_iova(0xffff888012345678ULL, ~0ULL);
 	if (iova >> 47 || offset_in_page(iova) != 0x678)
 		return "zero-copy address reveals the DMA address";
-	iova = sdp_zc_iova(0x1000ULL + 0xabc, 0);
+	iova = sdp_mr_iova(0x1000ULL + 0xabc, 0);
 	if (!iova || offset_in_page(iova) != 0xabc ||
 	    iova + SDP_ZC_MAX_LEN < iova)
 		return "zero-copy address out of range";

@@ -224,7 +224,7 @@ static int sdp_create_resources_charged(struct sock *sk, struct rdma_cm_id *id)
 	ssk->max_inline = qpa.cap.max_inline_data;
 	/* See sdp_zc_wait_sq_idle(). */
 	ssk->reg_idle_sq = id->device->ops.driver_id == RDMA_DRIVER_RXE;
-	sdp_zc_alloc(sk, dev, ssk->pd);
+	sdp_mr_alloc(sk, dev, ssk->pd);
 
 	err = sdp_ring_alloc(dev, &ssk->rx, rx_count, ssk->buf_size,
 			     DMA_FROM_DEVICE);
@@ -316,7 +316,7 @@ void sdp_claim_rdma(struct sock *sk, struct sdp_res *res)
 	memset(&ssk->rx, 0, sizeof(ssk->rx));
 	memset(&ssk->tx, 0, sizeof(ssk->tx));
 	memset(&ssk->ctl, 0, sizeof(ssk->ctl));
-	sdp_zc_claim(sk, res);
+	sdp_mr_claim(sk, res);
 	ssk->ka_probe_out = false; /* the QP goes with it */
 	ssk->drain_posted = false;
 	ssk->rq_drained = false;
@@ -357,7 +357,7 @@ void sdp_free_rdma(struct sock *sk, struct rdma_cm_id *id, struct sdp_res *res)
 	if (READ_ONCE(ssk->res_ready))
 		queue_work(sdp_wq, &ssk->cq_work);
 	/* No QP, no DMA: zero-copy mappings and MRs can go. */
-	sdp_zc_teardown(dev, res);
+	sdp_mr_teardown(dev, res);
 	if (dev) {
 		sdp_rx_ring_fini(&res->rx);
 		sdp_ring_free(dev, &res->rx, res->buf_size, DMA_FROM_DEVICE);

@@ -120,7 +120,7 @@ static void sdp_sk_destruct(struct sock *sk)
 	if (ssk->self != sk)
 		return;
 	WARN_ON_ONCE(ssk->res_ready || ssk->cm_id);
-	sdp_zc_free_maps(sk);
+	sdp_mr_free_maps(sk);
 	sdp_sock_list_del(sk);
 }
 

@@ -10,8 +10,9 @@
  *                      a large send RDMA-writes into it, then RdmaWrCompl.
  *
  * The protocol (what is due, what the peer may do, SendSM and the cancels)
- * is the core's (core/zcopy.cpp); this file owns the registrations, the
- * RDMA work requests and the waiting.  Each socket has two registrations
+ * is the core's (core/zcopy.cpp); this file owns the RDMA work requests
+ * and the waiting, sdp_mr.c the registrations (pin, charge, map, REG_MR,
+ * invalidate, release).  Each socket has two registrations
  * (struct sdp_zc_map): `tx` for its sending side, `rx` for its receiving
  * side, with a fast-registration MR each, allocated at connection setup.
  * A transfer's lifecycle never varies:
@@ -23,7 +24,7 @@
  *
  * So when send() or recv() returns, the key the peer knew is invalid and
  * the device touches the buffer no more.  If the connection dies on the
- * way, teardown (sdp_zc_claim, sdp_zc_teardown) unmaps after the QP is
+ * way, teardown (sdp_mr_claim, sdp_mr_teardown) unmaps after the QP is
  * destroyed, and the transfer unpins only after that (res_lock).
  *
  * Anything that keeps a transfer from being registered (memlock limit,
@@ -45,12 +46,6 @@
 
 #include "sdp.h"
 #include "sdp_wire.h"
-
-#define SDP_ZC_TX 0
-#define SDP_ZC_RX 1
-#define SDP_ZC_WR_REG 0x100
-#define SDP_ZC_WR_RDMA 0x200
-#define SDP_ZC_WR_INV 0x300
 
 int sdp_zc_thresh(const struct sdp_sock *ssk)
 {
@@ -83,427 +78,6 @@ void sdp_zc_sq_progress(struct sock *sk)
 
 	if (ssk->sq_idle_waiters && sdp_sq_idle(ssk))
 		sdp_zc_wake(sk);
-}
-
-/* ---- setup and teardown ---------------------------------------------------- */
-
-/*
- * The registrations of a new connection: page and scatterlist arrays (the
- * socket's, kept across connections) and one MR each (the connection's).
- * A device without fast registration, or no memory, leaves zero copy off
- * for the connection: that is not an error.
- */
-int sdp_zc_alloc(struct sock *sk, struct ib_device *dev, struct ib_pd *pd)
-{
-	struct sdp_sock *ssk = sdp_sk(sk);
-	u32 pages = DIV_ROUND_UP((u32)sysctl_sdp_zcopy_chunk, PAGE_SIZE) + 1;
-	int i;
-
-	sock_owned_by_me(sk);
-
-	ssk->zc_max_pages = 0;
-	pages = min_t(u32, pages, dev->attrs.max_fast_reg_page_list_len);
-	if (pages < 2)
-		return 0;
-	for (i = 0; i < 2; i++) {
-		struct sdp_zc_map *map = &ssk->zc[i];
-		struct ib_mr *mr;
-
-		if (map->max_pages != pages) {
-			kvfree(map->pages);
-			kvfree(map->sgl);
-			map->pages = kvcalloc(pages, sizeof(*map->pages),
-					      SDP_GFP_CONN);
-			map->sgl = kvcalloc(pages, sizeof(*map->sgl),
-					    SDP_GFP_CONN);
-			map->max_pages = pages;
-			if (!map->pages || !map->sgl)
-				goto off;
-		}
-		map->which = i;
-		mr = ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, pages);
-		if (IS_ERR(mr))
-			goto off;
-		ssk->zc_mr[i] = mr;
-	}
-	ssk->zc_max_pages = pages;
-	return 0;
-off:
-	for (i = 0; i < 2; i++) {
-		if (ssk->zc_mr[i])
-			ib_dereg_mr(ssk->zc_mr[i]);
-		ssk->zc_mr[i] = NULL;
-	}
-	sdp_zc_free_maps(sk);
-	return 0;
-}
-
-void sdp_zc_free_maps(struct sock *sk)
-{
-	struct sdp_sock *ssk = sdp_sk(sk);
-	int i;
-
-	for (i = 0; i < 2; i++) {
-		kvfree(ssk->zc[i].pages);
-		kvfree(ssk->zc[i].sgl);
-		ssk->zc[i].pages = NULL;
-		ssk->zc[i].sgl = NULL;
-		ssk->zc[i].max_pages = 0;
-	}
-}
-
-/*
- * Teardown takes the MRs, and the DMA mappings of transfers in progress,
- * with the other RDMA resources (socket lock held): from now on the
- * transfer's own cleanup leaves the mapping alone and waits for
- * sdp_zc_teardown() before it unpins.
- */
-void sdp_zc_claim(struct sock *sk, struct sdp_res *res)
-{
-	struct sdp_sock *ssk = sdp_sk(sk);
-	int i;
-
-	sock_owned_by_me(sk);
-
-	for (i = 0; i < 2; i++) {
-		res->zc_mr[i] = ssk->zc_mr[i];
-		ssk->zc_mr[i] = NULL;
-		res->zc_unmap[i] = NULL;
-		if (ssk->zc[i].mapped) {
-			res->zc_unmap[i] = &ssk->zc[i];
-			ssk->zc[i].mapped = false;
-		}
-		ssk->zc[i].wr_out = 0; /* the QP goes with its requests */
-		res->zc_orphan[i] = ssk->zc_orphan[i];
-		memset(&ssk->zc_orphan[i], 0, sizeof(ssk->zc_orphan[i]));
-	}
-	ssk->zc_max_pages = 0;
-	sdp_zc_wake(sk);
-}
-
-static void sdp_zc_orphan_free(struct ib_device *dev, struct sdp_zc_orphan *o);
-
-/* After the QP is gone (no more DMA): unmap, then free the MRs. */
-void sdp_zc_teardown(struct ib_device *dev, struct sdp_res *res)
-{
-	int i;
-
-	for (i = 0; i < 2; i++) {
-		struct sdp_zc_map *map = res->zc_unmap[i];
-
-		if (map && dev)
-			ib_dma_unmap_sg(dev, map->sgl, map->npages, map->dir);
-		sdp_zc_orphan_free(dev, &res->zc_orphan[i]);
-		if (res->zc_mr[i])
-			ib_dereg_mr(res->zc_mr[i]);
-		res->zc_mr[i] = NULL;
-		res->zc_unmap[i] = NULL;
-	}
-}
-
-/* ---- pages ------------------------------------------------------------------- */
-
-/* Pinned user pages count against RLIMIT_MEMLOCK, as ib_umem_get() does. */
-static int sdp_zc_charge(u32 npages)
-{
-	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
-	s64 pinned;
-
-	if (!current->mm)
-		return -ENOMEM;
-	pinned = atomic64_add_return(npages, &current->mm->pinned_vm);
-	if (pinned > limit && !capable(CAP_IPC_LOCK)) {
-		atomic64_sub(npages, &current->mm->pinned_vm);
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-static void sdp_zc_uncharge(u32 npages)
-{
-	if (current->mm)
-		atomic64_sub(npages, &current->mm->pinned_vm);
-}
-
-/*
- * The page of a kernel virtual address (kmalloc'd or vmalloc'd).  Not a
- * stack: with VMAP_STACK it looks vmalloc'd, but DMA to a stack is not
- * allowed (and the frame may be gone before the device is).
- */
-static struct page *sdp_kaddr_page(const void *p)
-{
-	if (object_is_on_stack(p))
-		return NULL;
-	if (is_vmalloc_addr(p))
-		return vmalloc_to_page(p);
-	if (virt_addr_valid(p))
-		return virt_to_page(p);
-	return NULL;
-}
-
-/*
- * Pages of a virtually contiguous range: user (pinned and charged) or
- * kernel.  Returns the bytes covered (at most max_len, bounded by the
- * registration size) or a negative errno with its fallback counter.
- */
-static int sdp_zc_collect_virt(struct sdp_sock *ssk, struct sdp_zc_map *map,
-			       unsigned long addr, size_t len, bool user,
-			       bool write)
-{
-	unsigned long off = offset_in_page(addr);
-	u32 n = DIV_ROUND_UP(off + len, PAGE_SIZE);
-	size_t left;
-	u32 i;
-
-	if (n > map->max_pages) {
-		n = map->max_pages;
-		len = (size_t)n * PAGE_SIZE - off;
-	}
-	if (user) {
-		int pinned;
-
-		if (sdp_zc_charge(n)) {
-			SDP_INC(SDP_CNT_ZC_FALLBACK_MEMLOCK);
-			ssk->stats.fallback_memlock++;
-			return -ENOMEM;
-		}
-		/* The peer decides how long the pin lasts: a long-term pin,
-		 * which moves the pages out of CMA and ZONE_MOVABLE first
-		 * and refuses fsdax and file mappings that need writeback.
-		 */
-		pinned = pin_user_pages_fast(addr & PAGE_MASK, n,
-					     FOLL_LONGTERM |
-					     (write ? FOLL_WRITE : 0),
-					     map->pages);
-		if (pinned != (int)n) {
-			if (pinned > 0)
-				unpin_user_pages(map->pages, pinned);
-			sdp_zc_uncharge(n);
-			SDP_INC(SDP_CNT_ZC_FALLBACK_PIN);
-			ssk->stats.fallback_pin++;
-			return -EFAULT;
-		}
-		map->user = true;
-	} else {
-		for (i = 0; i < n; i++) {
-			map->pages[i] = sdp_kaddr_page((void *)((addr & PAGE_MASK) +
-								i * PAGE_SIZE));
-			if (!map->pages[i]) {
-				SDP_INC(SDP_CNT_ZC_FALLBACK_PIN);
-				ssk->stats.fallback_pin++;
-				return -EFAULT;
-			}
-		}
-	}
-	sg_init_table(map->sgl, n);
-	left = len;
-	for (i = 0; i < n; i++) {
-		size_t l = min_t(size_t, PAGE_SIZE - off, left);
-
-		sg_set_page(&map->sgl[i], map->pages[i], l, off);
-		left -= l;
-		off = 0;
-	}
-	map->npages = n;
-	map->len = len;
-	return len;
-}
-
-/*
- * Pages of a bvec iterator from its current position, as long as they form
- * one registration (only the first piece may start inside a page, only the
- * last may end inside one).
- */
-static int sdp_zc_collect_bvec(struct sdp_sock *ssk, struct sdp_zc_map *map,
-			       const struct iov_iter *iter, size_t max_len)
-{
-	const struct bio_vec *bv = iter->bvec;
-	size_t skip = iter->iov_offset, len = 0;
-	u32 n = 0;
-
-	max_len = min(max_len, iov_iter_count(iter));
-	sg_init_table(map->sgl, map->max_pages);
-	while (len < max_len && n < map->max_pages) {
-		size_t pos = bv->bv_offset + skip;
-		size_t rem = bv->bv_len - skip;
-
-		while (rem && len < max_len && n < map->max_pages) {
-			size_t po = pos % PAGE_SIZE;
-			size_t l = min3(PAGE_SIZE - po, rem, max_len - len);
-
-			if (n && (po || map->sgl[n - 1].offset +
-					map->sgl[n - 1].length != PAGE_SIZE))
-				goto out;
-			sg_set_page(&map->sgl[n++],
-				    nth_page(bv->bv_page, pos / PAGE_SIZE), l, po);
-			pos += l;
-			rem -= l;
-			len += l;
-		}
-		bv++;
-		skip = 0;
-	}
-out:
-	if (!n)
-		return -EFAULT;
-	sg_mark_end(&map->sgl[n - 1]);
-	map->npages = n;
-	map->len = len;
-	return len;
-}
-
-/* Pages for up to max_len bytes at the iterator's position (not advanced). */
-static int sdp_zc_collect(struct sdp_sock *ssk, struct sdp_zc_map *map,
-			  const struct iov_iter *iter, size_t max_len,
-			  bool write)
-{
-	size_t seg;
-
-	sock_owned_by_me(&ssk->sk);
-
-	map->npages = 0;
-	map->len = 0;
-	map->user = false;
-	map->dir = write ? DMA_FROM_DEVICE : DMA_TO_DEVICE;
-	if (iter_is_ubuf(iter)) {
-		seg = iov_iter_count(iter);
-		return sdp_zc_collect_virt(ssk, map,
-					   (unsigned long)iter->ubuf + iter->iov_offset,
-					   min(seg, max_len), true, write);
-	}
-	if (iter_is_iovec(iter)) {
-		const struct iovec *iov = sdp_iter_iov(iter);
-
-		seg = min(iov->iov_len - iter->iov_offset, iov_iter_count(iter));
-		return sdp_zc_collect_virt(ssk, map,
-					   (unsigned long)iov->iov_base + iter->iov_offset,
-					   min(seg, max_len), true, write);
-	}
-	if (iov_iter_is_kvec(iter)) {
-		const struct kvec *kv = iter->kvec;
-
-		seg = min(kv->iov_len - iter->iov_offset, iov_iter_count(iter));
-		return sdp_zc_collect_virt(ssk, map,
-					   (unsigned long)kv->iov_base + iter->iov_offset,
-					   min(seg, max_len), false, write);
-	}
-	if (iov_iter_is_bvec(iter))
-		return sdp_zc_collect_bvec(ssk, map, iter, max_len);
-	SDP_INC(SDP_CNT_ZC_FALLBACK_PIN);
-	ssk->stats.fallback_pin++;
-	return -EOPNOTSUPP;
-}
-
-/*
- * Give the pages back.  A registered transfer (`registered`) whose mapping
- * is gone was taken over by teardown (the connection died on the way):
- * wait for teardown to have unmapped, since until then the QP may exist
- * and the device may still touch the pages.  Socket lock held; dropped for
- * that wait.
- */
-static void sdp_zc_release(struct sock *sk, struct sdp_zc_map *map,
-			   bool registered)
-{
-	struct sdp_sock *ssk = sdp_sk(sk);
-
-	sock_owned_by_me(sk);
-
-	if (map->mapped) {
-		ib_dma_unmap_sg(ssk->pd->device, map->sgl, map->npages,
-				map->dir);
-		map->mapped = false;
-	} else if (registered) {
-		release_sock(sk);
-		mutex_lock(&ssk->res_lock);
-		mutex_unlock(&ssk->res_lock);
-		lock_sock(sk);
-	}
-	if (map->user) {
-		if (map->dir == DMA_FROM_DEVICE)
-			unpin_user_pages_dirty_lock(map->pages, map->npages, true);
-		else
-			unpin_user_pages(map->pages, map->npages);
-		sdp_zc_uncharge(map->npages);
-		map->user = false;
-	}
-	map->npages = 0;
-	map->len = 0;
-}
-
-/* ---- registration and work requests ------------------------------------------ */
-
-/*
- * The address the peer uses for a registration.  ib_map_mr_sg() sets the
- * MR's iova to the DMA address of the first byte: a bus or physical
- * address, and on Soft-RoCE a direct-map kernel pointer, neither of which
- * the peer may learn.  A fast-registration MR may start at any iova; only
- * the offset within the first page must stay.  The base is random, below
- * 2^46, so that iova + length never wraps.
- */
-u64 sdp_zc_iova(u64 dma_iova, u64 random)
-{
-	return ((random & GENMASK_ULL(45, 0)) & PAGE_MASK) |
-	       SZ_4G | offset_in_page(dma_iova);
-}
-
-/*
- * DMA-map the pages and prepare the REG_MR with a fresh key; the caller
- * sets reg->access.  On failure nothing stays mapped.
- */
-static int sdp_zc_register(struct sock *sk, struct sdp_zc_map *map,
-			   struct ib_reg_wr *reg)
-{
-	struct sdp_sock *ssk = sdp_sk(sk);
-	struct ib_mr *mr = ssk->zc_mr[map->which];
-	int nents, n;
-
-	sock_owned_by_me(sk);
-
-	nents = ib_dma_map_sg(ssk->pd->device, map->sgl, map->npages,
-			      map->dir);
-	if (nents <= 0)
-		goto fail;
-	map->mapped = true;
-	map->reg_posted = false;
-	map->inv_done = false;
-	map->wc_status = IB_WC_SUCCESS;
-	/* Testing the fallback (net.sdp.zcopy_fail_reg): after the mapping,
-	 * so the whole unwinding runs.
-	 */
-	if (READ_ONCE(sysctl_sdp_zcopy_fail_reg))
-		goto fail;
-	n = ib_map_mr_sg(mr, map->sgl, nents, NULL, PAGE_SIZE);
-	if (n != nents)
-		goto fail;
-	mr->iova = sdp_zc_iova(mr->iova, get_random_u64());
-	ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey));
-	memset(reg, 0, sizeof(*reg));
-	reg->wr.opcode = IB_WR_REG_MR;
-	reg->wr.wr_id = SDP_WR_ID(SDP_WR_ZC, SDP_ZC_WR_REG | map->which);
-	reg->mr = mr;
-	reg->key = mr->rkey;
-	return 0;
-fail:
-	if (map->mapped) {
-		ib_dma_unmap_sg(ssk->pd->device, map->sgl, map->npages,
-				map->dir);
-		map->mapped = false;
-	}
-	SDP_INC(SDP_CNT_ZC_REG_FAILURES);
-	SDP_INC(SDP_CNT_ZC_FALLBACK_REG);
-	ssk->stats.fallback_reg++;
-	return -EIO;
-}
-
-static void sdp_zc_inv_wr(struct sdp_sock *ssk, struct sdp_zc_map *map,
-			  struct ib_send_wr *inv)
-{
-	memset(inv, 0, sizeof(*inv));
-	inv->opcode = IB_WR_LOCAL_INV;
-	inv->wr_id = SDP_WR_ID(SDP_WR_ZC, SDP_ZC_WR_INV | map->which);
-	/* After the RDMA Read that precedes it has placed its data. */
-	inv->send_flags = IB_SEND_SIGNALED | IB_SEND_FENCE;
-	inv->ex.invalidate_rkey = ssk->zc_mr[map->which]->rkey;
 }
 
 /* Count the zero-copy work requests of a chain that went to the QP. */
@@ -677,61 +251,6 @@ static int sdp_zc_wait_sq_idle(struct sock *sk)
 }
 
 /*
- * Keep the pages of a transfer whose QP is not known to be stopped until
- * teardown has destroyed the QP: the device may still write to them, so
- * they must not go back to the application or the allocator.  The
- * registration arrays go with them; zero copy stays off for what is left
- * of the connection (it is being reset anyway).
- */
-static void sdp_zc_orphan(struct sock *sk, struct sdp_zc_map *map)
-{
-	struct sdp_sock *ssk = sdp_sk(sk);
-	struct sdp_zc_orphan *o = &ssk->zc_orphan[map->which];
-
-	sock_owned_by_me(sk);
-
-	if (o->pages) {
-		/* One per side per connection: the QP is dead after it. */
-		pr_warn_ratelimited("zero copy: leaking pages of a stuck QP\n");
-	} else {
-		o->pages = map->pages;
-		o->sgl = map->sgl;
-		o->npages = map->npages;
-		o->dir = map->dir;
-		o->mapped = map->mapped;
-		o->user = map->user;
-		if (map->user)
-			sdp_zc_uncharge(map->npages);
-	}
-	map->pages = NULL;
-	map->sgl = NULL;
-	map->max_pages = 0;
-	map->mapped = false;
-	map->user = false;
-	map->npages = 0;
-	map->len = 0;
-	ssk->zc_max_pages = 0;
-}
-
-/* Give orphaned pages back; the QP that could reach them is destroyed. */
-static void sdp_zc_orphan_free(struct ib_device *dev, struct sdp_zc_orphan *o)
-{
-	if (!o->pages)
-		return;
-	if (o->mapped && dev)
-		ib_dma_unmap_sg(dev, o->sgl, o->npages, o->dir);
-	if (o->user) {
-		if (o->dir == DMA_FROM_DEVICE)
-			unpin_user_pages_dirty_lock(o->pages, o->npages, true);
-		else
-			unpin_user_pages(o->pages, o->npages);
-	}
-	kvfree(o->pages);
-	kvfree(o->sgl);
-	memset(o, 0, sizeof(*o));
-}
-
-/*
  * Every work request that could touch the registration has completed: our
  * own (REG_MR, RDMA, LOCAL_INV) flush; for a registration the peer could
  * access (SrcAvail, SinkAvail), also the receive queue's drain marker,
@@ -775,7 +294,7 @@ static void sdp_zc_kill_qp(struct sock *sk, struct sdp_zc_map *map, bool reset)
 				      READ_ONCE(sysctl_sdp_zcopy_cancel_ms)))
 		return;
 	if (map->mapped)
-		sdp_zc_orphan(sk, map);
+		sdp_mr_orphan(sk, map);
 }
 
 /*
@@ -793,7 +312,7 @@ static bool sdp_zc_finish(struct sock *sk, struct sdp_zc_map *map)
 
 	if (!map->reg_posted) {
 		/* The device never had the key. */
-		sdp_zc_release(sk, map, true);
+		sdp_mr_release(sk, map, true);
 		return true;
 	}
 	/*
@@ -806,7 +325,7 @@ static bool sdp_zc_finish(struct sock *sk, struct sdp_zc_map *map)
 		unsigned int ms = sk->sk_err ? SDP_ZC_RESET_INV_MS :
 				  sdp_zc_own_wr_ms();
 
-		sdp_zc_inv_wr(ssk, map, &inv);
+		sdp_mr_inv_wr(ssk, map, &inv);
 		if (!sdp_zc_post_any(sk, &inv) &&
 		    sdp_zc_wait_ms(sk, map->inv_done, sdp_zc_qp_down(sk), ms))
 			ok = map->inv_done && map->wc_status == IB_WC_SUCCESS;
@@ -822,7 +341,7 @@ static bool sdp_zc_finish(struct sock *sk, struct sdp_zc_map *map)
 			SDP_INC(SDP_CNT_ZC_TIMEOUTS);
 		sdp_zc_kill_qp(sk, map, !ssk->qp_error);
 	}
-	sdp_zc_release(sk, map, true);
+	sdp_mr_release(sk, map, true);
 	return ok;
 }
 
@@ -936,8 +455,7 @@ static int sdp_zc_write(struct sock *sk, struct sdp_zc_map *map,
 	map->reg_posted = true;
 	if (sdp_zc_post(sk, &reg->wr))
 		return -EPIPE;
-	SDP_INC(SDP_CNT_ZC_RDMA_WRITES);
-	ssk->stats.rdma_writes++;
+	SDP_INC_SK(ssk, SDP_CNT_ZC_RDMA_WRITES, rdma_writes);
 	/* The RdmaWrCompl the core now has due goes right behind. */
 	sdp_push(sk, 0);
 	if (!sdp_zc_wait_bounded(sk, sdp_zc_wr_compl_posted(ssk), sdp_zc_dead(sk))) {
@@ -1062,10 +580,10 @@ int sdp_zc_send(struct sock *sk, struct msghdr *msg, long *timeo,
 	if (st.psink_usable)
 		want = min_t(size_t, want, st.psink_len);
 	err = -ENOBUFS;
-	if (sdp_zc_collect(ssk, map, &msg->msg_iter, want, false) < 0)
+	if (sdp_mr_collect(ssk, map, &msg->msg_iter, want, false) < 0)
 		goto out;
-	if (sdp_zc_register(sk, map, &reg)) {
-		sdp_zc_release(sk, map, false);
+	if (sdp_mr_register(sk, map, &reg)) {
+		sdp_mr_release(sk, map, false);
 		goto out;
 	}
 	if (sdp_core_sink_take(&ssk->core, map->len, &zc)) {
@@ -1082,8 +600,7 @@ int sdp_zc_send(struct sock *sk, struct msghdr *msg, long *timeo,
 		sdp_zc_query(ssk, &st);
 		sent = st.src_acked;
 		if (!err && st.src_sink_stopped && sent < map->len) {
-			SDP_INC(SDP_CNT_ZC_FALLBACK_SEND_SM);
-			ssk->stats.fallback_send_sm++;
+			SDP_INC_SK(ssk, SDP_CNT_ZC_FALLBACK_SEND_SM, fallback_send_sm);
 			err = -ENOBUFS;
 		}
 	}
@@ -1187,16 +704,16 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 		goto abandon;
 	want = min3((size_t)st.rsa_left, len - *copied,
 		    (size_t)READ_ONCE(sysctl_sdp_zcopy_chunk));
-	if (sdp_zc_collect(ssk, map, &msg->msg_iter, want, true) < 0)
+	if (sdp_mr_collect(ssk, map, &msg->msg_iter, want, true) < 0)
 		goto abandon;
-	if (sdp_zc_register(sk, map, &reg)) {
-		sdp_zc_release(sk, map, false);
+	if (sdp_mr_register(sk, map, &reg)) {
+		sdp_mr_release(sk, map, false);
 		goto abandon;
 	}
 	reg.access = IB_ACCESS_LOCAL_WRITE;
 	map->remote = false;
 	if (sdp_core_rd_start(&ssk->core, map->len)) {
-		sdp_zc_release(sk, map, true);
+		sdp_mr_release(sk, map, true);
 		return 0;
 	}
 	ssk->rx_busy = true;
@@ -1210,14 +727,13 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 	rd.wr.num_sge = 1;
 	rd.remote_addr = st.rsa_vaddr;
 	rd.rkey = st.rsa_rkey;
-	sdp_zc_inv_wr(ssk, map, &inv);
+	sdp_mr_inv_wr(ssk, map, &inv);
 	reg.wr.next = &rd.wr;
 	rd.wr.next = &inv;
 	ok = false;
 	map->reg_posted = true;
 	if (!sdp_zc_post(sk, &reg.wr)) {
-		SDP_INC(SDP_CNT_ZC_RDMA_READS);
-		ssk->stats.rdma_reads++;
+		SDP_INC_SK(ssk, SDP_CNT_ZC_RDMA_READS, rdma_reads);
 		if (!sdp_zc_wait_ms(sk, map->inv_done, sdp_zc_qp_down(sk),
 				    sdp_zc_own_wr_ms()))
 			sdp_zc_give_up(sk, "RDMA Read");
@@ -1230,7 +746,7 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 	 */
 	if (!ok && map->mapped && ssk->res_ready)
 		sdp_zc_kill_qp(sk, map, !ssk->qp_error);
-	sdp_zc_release(sk, map, true);
+	sdp_mr_release(sk, map, true);
 	ssk->rx_busy = false;
 	sdp_zc_sync_rsa(ssk);
 	if (ssk->res_ready && !ssk->qp_error)
@@ -1246,10 +762,8 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 	return want;
 
 abandon:
-	if (flags & MSG_PEEK) {
-		SDP_INC(SDP_CNT_ZC_FALLBACK_PEEK);
-		ssk->stats.fallback_peek++;
-	}
+	if (flags & MSG_PEEK)
+		SDP_INC_SK(ssk, SDP_CNT_ZC_FALLBACK_PEEK, fallback_peek);
 	sdp_core_rsa_abandon(&ssk->core);
 	sdp_zc_sync_rsa(ssk);
 	sdp_push(sk, 0); /* SendSM */
@@ -1339,12 +853,12 @@ again:
 			return 0;
 		goto again; /* the lock was dropped */
 	}
-	if (sdp_zc_collect(ssk, map, &msg->msg_iter,
+	if (sdp_mr_collect(ssk, map, &msg->msg_iter,
 			   min3(len - *copied, (size_t)READ_ONCE(sysctl_sdp_zcopy_chunk),
 				(size_t)SDP_ZC_MAX_LEN), true) < 0)
 		return 0;
-	if (sdp_zc_register(sk, map, &reg)) {
-		sdp_zc_release(sk, map, false);
+	if (sdp_mr_register(sk, map, &reg)) {
+		sdp_mr_release(sk, map, false);
 		return 0;
 	}
 	reg.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
@@ -1356,7 +870,7 @@ again:
 	hdr = sdp_core_tx_sink_avail(&ssk->core, b->data, SDP_CTL_BUF_SIZE, &zc,
 				     sdp_posted(ssk));
 	if (hdr < 0) {
-		sdp_zc_release(sk, map, true);
+		sdp_mr_release(sk, map, true);
 		return 0;
 	}
 	ssk->rx_busy = true;
@@ -1455,8 +969,7 @@ void sdp_zc_grace_work(struct work_struct *work)
 		sdp_zc_grace_arm(sk); /* being read: look again later */
 		goto out;
 	}
-	SDP_INC(SDP_CNT_ZC_FALLBACK_NO_READER);
-	ssk->stats.fallback_no_reader++;
+	SDP_INC_SK(ssk, SDP_CNT_ZC_FALLBACK_NO_READER, fallback_no_reader);
 	sdp_core_rsa_abandon(&ssk->core);
 	sdp_zc_sync_rsa(ssk);
 	sdp_push(sk, 0); /* SendSM */
