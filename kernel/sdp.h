@@ -630,15 +630,27 @@ DECLARE_PER_CPU(struct sdp_stats, sdp_stats);
 /* ---- functions ------------------------------------------------------------ */
 
 /* sdp_socket.c */
+void sdp_set_keepalive(struct sock *sk, int on);
 int sdp_socket_register(int family, int ipproto);
 void sdp_socket_unregister(void);
 struct sock *sdp_sk_alloc(struct net *net, const struct sock *like, int kern);
-void sdp_set_error(struct sock *sk, int err);
 void sdp_write_space(struct sock *sk);
 struct sock *sdp_sk_clone(struct sock *parent);
 void sdp_update_local(struct sock *sk);
 void sdp_sk_init_data(struct socket *sock, struct sock *sk);
 extern struct proto sdp_proto;
+
+/* sdp_close.c */
+bool sdp_close_event(struct sock *sk, unsigned int ev);
+void sdp_set_error(struct sock *sk, int err);
+void sdp_abort(struct sock *sk);
+void sdp_abort_children(struct sock *listener);
+int sdp_shutdown(struct socket *sock, int how);
+int sdp_release(struct socket *sock);
+void sdp_maybe_disconnect(struct sock *sk);
+void sdp_fin_timeout_work(struct work_struct *work);
+void sdp_schedule_destroy(struct sock *sk);
+void sdp_destroy_work(struct work_struct *work);
 
 /* sdp_cm.c */
 int sdp_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev);
@@ -647,11 +659,7 @@ void sdp_cm_established_by_data(struct sock *sk);
 void sdp_comm_est_work(struct work_struct *work);
 void sdp_cm_purge(struct sock *sk, struct rdma_cm_id *id);
 struct rdma_cm_id *sdp_cm_create_id(struct sock *sk);
-void sdp_abort_children(struct sock *listener);
-void sdp_abort(struct sock *sk);
 struct sock *sdp_child_unlink(struct sock *sk);
-void sdp_maybe_disconnect(struct sock *sk);
-void sdp_fin_timeout_work(struct work_struct *work);
 
 /*
  * Memory of a connection (rings and their bookkeeping): charged to the
@@ -673,10 +681,8 @@ bool sdp_poll_cq(struct sock *sk, bool arm);
 void sdp_qp_failed(struct sock *sk);
 int sdp_post_drain_recv(struct sock *sk);
 void sdp_process_completions(struct sock *sk, bool arm);
-void sdp_schedule_destroy(struct sock *sk);
 void sdp_sock_put_deferred(struct sock *sk);
 void sdp_put_work(struct work_struct *work);
-void sdp_destroy_work(struct work_struct *work);
 
 /* sdp_rx.c */
 int sdp_post_recvs(struct sock *sk);

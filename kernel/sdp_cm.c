@@ -405,9 +405,8 @@ static void sdp_cm_disconnected(struct sock *sk)
 		sdp_set_error(sk, ECONNRESET);
 		goto out;
 	}
-	sock_set_flag(sk, SOCK_DONE);
 	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
-	sdp_set_state(sk, TCP_CLOSE);
+	sdp_close_event(sk, SDP_CLOSE_FINISHED);
 	sk->sk_state_change(sk);
 out:
 	if (sock_flag(sk, SOCK_DEAD))
@@ -924,91 +923,3 @@ struct sock *sdp_child_unlink(struct sock *sk)
 	return parent;
 }
 
-/*
- * The listener closes: connections waiting in its queue are reset.  Called
- * with the listener locked; children are torn down from the work queue so
- * no two socket locks nest.
- */
-void sdp_abort_children(struct sock *listener)
-{
-	struct sdp_sock *lssk = sdp_sk(listener), *child, *tmp;
-
-	sock_owned_by_me(listener);
-
-	list_for_each_entry_safe(child, tmp, &lssk->accept_queue, accept_node) {
-		list_del_init(&child->accept_node);
-		sk_acceptq_removed(listener);
-		/* The destroy work resets it and drops its listener
-		 * reference and its own (never accepted) reference.
-		 */
-		sdp_schedule_destroy(&child->sk);
-	}
-}
-
-/*
- * Reset the connection (SO_LINGER 0, unread data at close, protocol error):
- * AbortConn if a credit allows, then the CM disconnect.  The peer sees
- * ECONNRESET either way.
- */
-void sdp_abort(struct sock *sk)
-{
-	struct sdp_sock *ssk = sdp_sk(sk);
-
-	sock_owned_by_me(sk);
-
-	if (sdp_established(sk) && ssk->res_ready && !ssk->qp_error &&
-	    !(sdp_core_state(&ssk->core) & SDP_CS_ABORTED) &&
-	    sdp_send_control(sk, SDP_MID_ABORT_CONN) == 0) {
-		ssk->abort_pending = true; /* disconnect when it completes */
-	} else if (ssk->established_once) {
-		sdp_disconnect(ssk);
-	}
-	/* An offer of the peer is void: a reset connection reads no more. */
-	WRITE_ONCE(ssk->rsa_avail, 0);
-	sock_set_flag(sk, SOCK_DONE);
-	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
-	sdp_set_state(sk, TCP_CLOSE);
-	sk->sk_state_change(sk);
-}
-
-/*
- * Both DisConns are through (ours completed, the peer's arrived), or our
- * AbortConn completed: end the RDMA connection.
- */
-void sdp_maybe_disconnect(struct sock *sk)
-{
-	struct sdp_sock *ssk = sdp_sk(sk);
-	unsigned int cs = sdp_core_state(&ssk->core);
-	bool ours_done = (cs & SDP_CS_DISCONN_SENT) &&
-			 ssk->ctl.done == ssk->ctl.post;
-
-	sock_owned_by_me(sk);
-
-	if (ssk->disconnect_sent || !ssk->cm_id)
-		return;
-	if (ssk->abort_pending && ssk->ctl.done == ssk->ctl.post) {
-		sdp_disconnect(ssk);
-		return;
-	}
-	if (!(ours_done && (cs & SDP_CS_DISCONN_RCVD)))
-		return;
-	sdp_disconnect(ssk);
-	sock_set_flag(sk, SOCK_DONE);
-	sdp_set_state(sk, TCP_CLOSE);
-	sk->sk_state_change(sk);
-}
-
-/* A closed socket whose peer never finished the teardown. */
-void sdp_fin_timeout_work(struct work_struct *work)
-{
-	struct sdp_sock *ssk = container_of(to_delayed_work(work),
-					    struct sdp_sock, fin_work);
-	struct sock *sk = &ssk->sk;
-
-	lock_sock(sk);
-	if (sk->sk_state != TCP_CLOSE)
-		sdp_abort(sk);
-	release_sock(sk);
-	sdp_destroy_resources(sk);
-	sock_put(sk);
-}

@@ -378,7 +378,7 @@ static void sdp_fb_use(struct sock *sk, int reason)
 #endif
 	WRITE_ONCE(ssk->fallback_reason, reason);
 	SDP_INC(sdp_fb_counter[reason]);
-	sdp_set_state(sk, TCP_CLOSE);
+	sdp_close_event(sk, SDP_CLOSE_RESET);
 	/* Publishes tcp, its callbacks and the state to the lockless
 	 * readers of sdp_fallen_back().
 	 */

@@ -416,13 +416,6 @@ void sdp_destroy_resources(struct sock *sk)
 	ssk->bound = false;
 }
 
-void sdp_schedule_destroy(struct sock *sk)
-{
-	sock_hold(sk);
-	if (!queue_work(sdp_wq, &sdp_sk(sk)->destroy_work))
-		sock_put(sk);
-}
-
 /*
  * Drop a reference from a context that returns through module code after
  * it, the RDMA CM's event handler: the last sock_put() frees the socket
@@ -445,22 +438,6 @@ void sdp_put_work(struct work_struct *work)
 	/* The last put may free ssk, work item included: touch nothing after. */
 	while (n--)
 		sock_put(&ssk->sk);
-}
-
-void sdp_destroy_work(struct work_struct *work)
-{
-	struct sdp_sock *ssk = container_of(work, struct sdp_sock, destroy_work);
-	struct sock *sk = &ssk->sk;
-
-	lock_sock(sk);
-	if (sk->sk_state != TCP_CLOSE)
-		sdp_abort(sk);
-	release_sock(sk);
-	sdp_destroy_resources(sk);
-	/* A connection never accepted: nobody else holds it. */
-	if (sdp_child_unlink(sk))
-		sock_put(sk);
-	sock_put(sk);
 }
 
 /*

@@ -256,11 +256,7 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 		break;
 	case SDP_RX_DISCONN:
 		WRITE_ONCE(sk->sk_shutdown, sk->sk_shutdown | RCV_SHUTDOWN);
-		if (sk->sk_state == TCP_ESTABLISHED)
-			sdp_set_state(sk, TCP_CLOSE_WAIT);
-		else if (sk->sk_state == TCP_FIN_WAIT1 ||
-			 sk->sk_state == TCP_FIN_WAIT2)
-			sdp_set_state(sk, TCP_TIME_WAIT);
+		sdp_close_event(sk, SDP_CLOSE_PEER_DISCONN);
 		sk->sk_state_change(sk);
 		sk->sk_data_ready(sk);
 		sdp_maybe_disconnect(sk);

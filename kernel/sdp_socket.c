@@ -32,7 +32,6 @@
 #define SDP_KEEPINTVL_DEFAULT 75
 #define SDP_KEEPCNT_DEFAULT 9
 
-static void sdp_set_keepalive(struct sock *sk, int on);
 static int sdp_inet_init(struct sock *sk);
 static void sdp_inet_destroy(struct sock *sk);
 static void sdp_unhash(struct sock *sk);
@@ -91,23 +90,6 @@ void sdp_write_space(struct sock *sk)
 	if (wq && wq->fasync_list && !(sk->sk_shutdown & SEND_SHUTDOWN))
 		sock_wake_async(wq, SOCK_WAKE_SPACE, POLL_OUT);
 	rcu_read_unlock();
-}
-
-/* A connection error: report it to the socket like TCP does. */
-void sdp_set_error(struct sock *sk, int err)
-{
-	sock_owned_by_me(sk);
-
-	sdp_fb_disarm(sk);
-	WRITE_ONCE(sk->sk_err, err);
-	if (sk->sk_state != TCP_CLOSE && sk->sk_state != TCP_LISTEN &&
-	    sk->sk_state != TCP_SYN_SENT)
-		sock_set_flag(sk, SOCK_DONE);
-	sdp_set_state(sk, TCP_CLOSE);
-	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
-	sk_error_report(sk);
-	sk->sk_state_change(sk);
-	sdp_zc_wake(sk); /* zero-copy waits that ignore signals too */
 }
 
 static void sdp_sk_destruct(struct sock *sk)
@@ -253,114 +235,6 @@ static void sdp_inet_destroy(struct sock *sk)
 /* SDP ports live in the RDMA CM, not in an inet hash table. */
 static void sdp_unhash(struct sock *sk)
 {
-}
-
-/* ---- close -------------------------------------------------------------- */
-
-static void sdp_orphan_close(struct sock *sk, bool *destroy_now)
-{
-	struct sdp_sock *ssk = sdp_sk(sk);
-	bool unread = ssk->rcv_nxt != ssk->copied_seq || ssk->rsa_avail;
-	bool linger0 = sock_flag(sk, SOCK_LINGER) && !sk->sk_lingertime;
-
-	/*
-	 * Both sides have sent or queued their DisConn, but ours, or the data
-	 * queued before it, may still wait for credits or for the peer's
-	 * acknowledgement: until sdp_maybe_disconnect() ends the connection,
-	 * the QP must live on (destroying it now would drop those bytes, and
-	 * the peer would see a reset), as TCP's orphan delivers its queue and
-	 * FIN after close().
-	 */
-	bool finishing = ssk->established_once && ssk->res_ready && ssk->cm_id &&
-			 !ssk->qp_error && !ssk->disconnect_sent && !sk->sk_err;
-
-	sock_owned_by_me(sk);
-	*destroy_now = false;
-	switch (sk->sk_state) {
-	case TCP_LISTEN:
-		sdp_set_state(sk, TCP_CLOSE);
-		sdp_abort_children(sk);
-		*destroy_now = true;
-		return;
-	case TCP_ESTABLISHED:
-	case TCP_CLOSE_WAIT:
-	case TCP_FIN_WAIT1:
-	case TCP_FIN_WAIT2:
-		break;
-	case TCP_CLOSING:
-	case TCP_LAST_ACK:
-	case TCP_TIME_WAIT:
-	case TCP_CLOSE:
-		if (finishing)
-			break;
-		fallthrough;
-	default:
-		/* Connecting or closed: nothing to tell the peer. */
-		sdp_set_state(sk, TCP_CLOSE);
-		*destroy_now = true;
-		return;
-	}
-
-	/* Like TCP: unread data or SO_LINGER 0 resets the connection. */
-	if (unread || linger0 || ssk->qp_error) {
-		sdp_abort(sk);
-		*destroy_now = true;
-		return;
-	}
-	sdp_core_shutdown_send(&ssk->core);
-	if (sk->sk_state == TCP_ESTABLISHED)
-		sdp_set_state(sk, TCP_FIN_WAIT1);
-	else if (sk->sk_state == TCP_CLOSE_WAIT)
-		sdp_set_state(sk, TCP_LAST_ACK);
-	sdp_push(sk, SDP_TXO_PUSH);
-	/* The teardown finishes in the background (sdp_maybe_disconnect); a
-	 * peer that never answers is given fin_timeout.
-	 */
-	ssk->orphan_teardown = true;
-	sock_hold(sk);
-	if (!queue_delayed_work(sdp_wq, &ssk->fin_work,
-				msecs_to_jiffies(sysctl_sdp_fin_timeout_ms)))
-		sock_put(sk);
-}
-
-static int sdp_release(struct socket *sock)
-{
-	struct sock *sk = sock->sk;
-	bool destroy_now;
-	long timeo;
-
-	if (!sk)
-		return 0;
-
-	/* No call runs on the socket any more: TCP's goes first. */
-	sdp_fb_release(sk);
-	lock_sock(sk);
-	sdp_set_keepalive(sk, 0);
-	sdp_orphan_close(sk, &destroy_now);
-	/* SO_LINGER with a timeout: wait for the teardown to finish. */
-	if (!destroy_now && sock_flag(sk, SOCK_LINGER) && sk->sk_lingertime) {
-		DEFINE_WAIT_FUNC(wait, woken_wake_function);
-
-		timeo = sk->sk_lingertime;
-		add_wait_queue(sk_sleep(sk), &wait);
-		while (timeo && !signal_pending(current) &&
-		       !sk_wait_event(sk, &timeo,
-				      sk->sk_state == TCP_CLOSE ||
-				      sk->sk_state == TCP_FIN_WAIT2 ||
-				      sk->sk_state == TCP_TIME_WAIT, &wait))
-			;
-		remove_wait_queue(sk_sleep(sk), &wait);
-	}
-	sock_prot_inuse_add(sock_net(sk), sk->sk_prot, -1);
-	sock_orphan(sk);
-	WRITE_ONCE(sk->sk_shutdown, SHUTDOWN_MASK);
-	release_sock(sk);
-
-	if (destroy_now)
-		sdp_destroy_resources(sk);
-	sock->sk = NULL;
-	sock_put(sk);
-	return 0;
 }
 
 /* ---- addresses ------------------------------------------------------------ */
@@ -939,7 +813,7 @@ static int sdp_connect(struct socket *sock, struct sockaddr *raddr, int len,
 		err = rdma_resolve_addr(ssk->cm_id, NULL, (struct sockaddr *)&dst,
 					sysctl_sdp_connect_timeout_ms);
 		if (err) {
-			sdp_set_state(sk, TCP_CLOSE);
+			sdp_close_event(sk, SDP_CLOSE_RESET);
 			err = err == -ENODEV || err == -EADDRNOTAVAIL ?
 				      -ENETUNREACH : err;
 			if (err == -ENETUNREACH &&
@@ -1109,70 +983,9 @@ static int sdp_ioctl(struct socket *sock, unsigned int cmd, unsigned long arg)
 	return put_user(answ, (int __user *)arg);
 }
 
-/* ---- shutdown ------------------------------------------------------------- */
-
-static int sdp_shutdown(struct socket *sock, int how)
-{
-	struct sock *sk = sock->sk;
-	struct sdp_sock *ssk = sdp_sk(sk);
-	int err = 0;
-
-	if (sdp_fallen_back(sk))
-		return sdp_fb_shutdown(sock, how);
-
-	/* SHUT_RD (0) .. SHUT_RDWR (2) become RCV_SHUTDOWN/SEND_SHUTDOWN bits. */
-	how++;
-	if ((how & ~SHUTDOWN_MASK) || !how)
-		return -EINVAL;
-
-	lock_sock(sk);
-	if (sock->state == SS_CONNECTING) {
-		if ((1 << sk->sk_state) & (TCPF_SYN_SENT | TCPF_SYN_RECV | TCPF_CLOSE))
-			sock->state = SS_DISCONNECTING;
-		else
-			sock->state = SS_CONNECTED;
-	}
-	switch (sk->sk_state) {
-	case TCP_CLOSE:
-		err = -ENOTCONN;
-		/* TCP still records the request on a closed socket. */
-		WRITE_ONCE(sk->sk_shutdown, sk->sk_shutdown | how);
-		break;
-	case TCP_LISTEN:
-		if (!(how & RCV_SHUTDOWN))
-			break;
-		fallthrough;
-	case TCP_SYN_SENT:
-		/* Like tcp_disconnect: the socket goes back to CLOSE. */
-		WRITE_ONCE(sk->sk_shutdown, sk->sk_shutdown | how);
-		if (sk->sk_state == TCP_LISTEN) {
-			sdp_set_state(sk, TCP_CLOSE);
-			sdp_abort_children(sk);
-		} else {
-			sdp_set_error(sk, ECONNRESET);
-			WRITE_ONCE(sk->sk_err, 0);
-		}
-		break;
-	default:
-		WRITE_ONCE(sk->sk_shutdown, sk->sk_shutdown | how);
-		if (how & SEND_SHUTDOWN) {
-			sdp_core_shutdown_send(&ssk->core);
-			if (sk->sk_state == TCP_ESTABLISHED)
-				sdp_set_state(sk, TCP_FIN_WAIT1);
-			else if (sk->sk_state == TCP_CLOSE_WAIT)
-				sdp_set_state(sk, TCP_LAST_ACK);
-			sdp_push(sk, SDP_TXO_PUSH);
-		}
-		break;
-	}
-	sk->sk_state_change(sk);
-	release_sock(sk);
-	return err;
-}
-
 /* ---- options ---------------------------------------------------------------- */
 
-static void sdp_set_keepalive(struct sock *sk, int on)
+void sdp_set_keepalive(struct sock *sk, int on)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 

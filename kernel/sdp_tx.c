@@ -229,15 +229,10 @@ int sdp_send_control(struct sock *sk, unsigned int mid)
 		ssk->stats.send_sm_sent++;
 	if (mid == SDP_MID_SRC_AVAIL_CANCEL || mid == SDP_MID_SINK_AVAIL_CANCEL)
 		ssk->stats.cancels_sent++;
-	if (mid == SDP_MID_DISCONN && sk->sk_state == TCP_LAST_ACK) {
-		/* Both directions are closed and RC delivers in order: the
-		 * connection is done for the user, as TCP's is once its last
-		 * FIN is acknowledged.
-		 */
-		sock_set_flag(sk, SOCK_DONE);
-		sdp_set_state(sk, TCP_CLOSE);
+	/* From LAST_ACK the connection is done for the user (close.cpp). */
+	if (mid == SDP_MID_DISCONN &&
+	    sdp_close_event(sk, SDP_CLOSE_DISCONN_POSTED))
 		sk->sk_state_change(sk);
-	}
 	if (mid == SDP_MID_DATA)
 		SDP_INC(SDP_CNT_CREDIT_UPDATES);
 	return 0;
@@ -342,10 +337,9 @@ void sdp_tx_complete(struct sock *sk, struct ib_wc *wc)
 		}
 		return;
 	}
-	if (b->mid == SDP_MID_DISCONN && sk->sk_state == TCP_FIN_WAIT1) {
-		sdp_set_state(sk, TCP_FIN_WAIT2);
+	if (b->mid == SDP_MID_DISCONN &&
+	    sdp_close_event(sk, SDP_CLOSE_DISCONN_DONE))
 		sk->sk_state_change(sk);
-	}
 	sdp_maybe_disconnect(sk);
 }
 

@@ -196,6 +196,43 @@ unsigned int sdp_core_state(const struct sdp_core_conn *c);
 unsigned int sdp_core_tx_credits(const struct sdp_core_conn *c);
 unsigned int sdp_core_data_in_flight(const struct sdp_core_conn *c);
 
+/* ---- close: the socket's TCP state ---------------------------------------- */
+
+/*
+ * The state a socket reports (getsockopt TCP_INFO, /proc/net/sdp, the
+ * close and poll rules) is TCP's, with TCP's numbers (the glue checks they
+ * agree with include/net/tcp_states.h at build time).
+ */
+enum sdp_core_tcp_state {
+	SDP_TCP_ESTABLISHED = 1,
+	SDP_TCP_SYN_SENT = 2,
+	SDP_TCP_SYN_RECV = 3,
+	SDP_TCP_FIN_WAIT1 = 4,
+	SDP_TCP_FIN_WAIT2 = 5,
+	SDP_TCP_TIME_WAIT = 6,
+	SDP_TCP_CLOSE = 7,
+	SDP_TCP_CLOSE_WAIT = 8,
+	SDP_TCP_LAST_ACK = 9,
+	SDP_TCP_LISTEN = 10,
+	SDP_TCP_CLOSING = 11,
+};
+
+/* What happened to a connection on its way to closed. */
+enum sdp_core_close_event {
+	SDP_CLOSE_SHUTDOWN_SEND = 0, /* the user shut down sending (or closed) */
+	SDP_CLOSE_PEER_DISCONN = 1,  /* the peer's DisConn arrived (its FIN) */
+	SDP_CLOSE_DISCONN_POSTED = 2, /* our DisConn went to the QP */
+	SDP_CLOSE_DISCONN_DONE = 3,  /* our DisConn's send completed (acked) */
+	SDP_CLOSE_FINISHED = 4,	     /* both DisConns through: RC disconnect */
+	SDP_CLOSE_RESET = 5,	     /* abort, error, listener or connect undone */
+};
+
+/*
+ * The TCP state after `event` in state `tcp_state`: the one table of the
+ * close path.  An event that does not move this state returns it as is.
+ */
+unsigned int sdp_core_close_state(unsigned int tcp_state, unsigned int event);
+
 /* ---- connect: SDP or TCP ------------------------------------------------- */
 
 /*

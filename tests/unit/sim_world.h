@@ -461,6 +461,10 @@ class World {
         bool disconn_posted = false;
         bool disconn_rcvd = false;
         bool eof = false;
+        // The socket's TCP state, moved by the core's close table at the
+        // points sdp.ko calls sdp_close_event().
+        unsigned tcp_state = SDP_TCP_ESTABLISHED;
+        bool shut_after_peer = false; // shut down after the peer's DisConn came
     };
 
     enum class Ev : unsigned char {
@@ -819,7 +823,9 @@ class World {
         case Ev::kShutdown: // shutdown(SHUT_WR) or close()
             trace(Ev::kShutdown, s, tx_queued(me(s)));
             me(s).shut = true;
+            me(s).shut_after_peer = me(s).disconn_rcvd;
             sdp_core_shutdown_send(&me(s).conn);
+            close_event(s, SDP_CLOSE_SHUTDOWN_SEND);
             pump(s, SDP_TXO_PUSH);
             break;
         case Ev::kZcWrite:
@@ -2128,6 +2134,7 @@ class World {
             if (d.disconn_rcvd)
                 fail(d.name + ": second DisConn accepted");
             d.disconn_rcvd = true;
+            close_event(s, SDP_CLOSE_PEER_DISCONN);
             // DisConn follows all data: everything the peer wrote is here.
             if (d.rx_stream != peer(s).limit || !peer(s).shut)
                 fail(d.name + ": DisConn after " + std::to_string(d.rx_stream) + " bytes of " +
@@ -2186,7 +2193,20 @@ class World {
             d.ctl_in_flight--;
         }
         sdp_core_tx_done(&d.conn, sent.mid);
+        if (sent.mid == SDP_MID_DISCONN)
+            close_event(s, SDP_CLOSE_DISCONN_DONE);
         trace(Ev::kPoll, s, sent.payload, sent.mid);
+    }
+
+    // sdp_close_event(): the state may only move along TCP's close
+    // sequence, and never once closed.
+    void close_event(int s, unsigned event)
+    {
+        Side& d = me(s);
+        const unsigned next = sdp_core_close_state(d.tcp_state, event);
+        if (d.tcp_state == SDP_TCP_CLOSE && next != SDP_TCP_CLOSE)
+            fail(d.name + ": TCP state left CLOSE");
+        d.tcp_state = next;
     }
 
     // ---- sdp_push() ---------------------------------------------------------------
@@ -2329,6 +2349,7 @@ class World {
             d.stats.after_disconn++;
         if (mid == SDP_MID_DISCONN) {
             d.disconn_posted = true;
+            close_event(s, SDP_CLOSE_DISCONN_POSTED);
         } else if (mid != SDP_MID_DATA) {
             // zero copy: counted where it is built
         } else if (payload == 0) {
@@ -2417,6 +2438,13 @@ class World {
                                   SDP_CS_DISCONN_RCVD;
             if (sdp_core_state(&d.conn) != want)
                 fail(d.name + ": final state " + std::to_string(sdp_core_state(&d.conn)));
+            // Both DisConns through and ours completed: the side that shut
+            // down first waits in TIME_WAIT for the CM disconnect, the
+            // other is closed (as TCP's LAST_ACK after the last ACK).
+            const unsigned tcp_want = d.shut_after_peer ? SDP_TCP_CLOSE : SDP_TCP_TIME_WAIT;
+            if (d.tcp_state != tcp_want)
+                fail(d.name + ": TCP state " + std::to_string(d.tcp_state) +
+                     " after both DisConns, not " + std::to_string(tcp_want));
         }
     }
 
