@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
-# man --warnings on each page: any warning fails (ctest libsdp_man_lint).
+# man --warnings on each page: any warning fails (ctest man_lint).
 status=0
 for page in "$@"; do
 	out=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l -Tutf8 "$page" 2>&1 >/dev/null)
