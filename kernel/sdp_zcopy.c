@@ -382,7 +382,7 @@ static bool sdp_zc_can_offer(struct sdp_sock *ssk)
 {
 	struct sdp_ring *ctl = &ssk->ctl;
 
-	return sdp_core_tx_credits(&ssk->core) > 2 &&
+	return sdp_core_may_offer(&ssk->core) &&
 	       ctl->post - ctl->done < ctl->count;
 }
 

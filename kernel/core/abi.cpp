@@ -143,6 +143,11 @@ unsigned int sdp_core_tx_credits(const sdp_core_conn* c)
     return conn(c)->tx_credits();
 }
 
+int sdp_core_may_offer(const sdp_core_conn* c)
+{
+    return conn(c)->may_send_data() ? 1 : 0;
+}
+
 unsigned int sdp_core_data_in_flight(const sdp_core_conn* c)
 {
     return conn(c)->data_in_flight();

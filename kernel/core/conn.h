@@ -56,6 +56,7 @@ class Connection {
 
     u32 state() const { return state_; }
     u32 tx_credits() const { return credits_.tx_credits(); }
+    bool may_send_data() const { return credits_.may_send_data(); }
     u32 data_in_flight() const { return data_in_flight_; }
     const CreditLedger& credits() const { return credits_; }
 

@@ -195,6 +195,13 @@ unsigned int sdp_core_state(const struct sdp_core_conn *c);
  */
 unsigned int sdp_core_tx_credits(const struct sdp_core_conn *c);
 unsigned int sdp_core_data_in_flight(const struct sdp_core_conn *c);
+/*
+ * Credits allow an offer (SrcAvail or SinkAvail) now: like a Data
+ * message it must leave the reserve for the control messages that answer
+ * the peer.  The host waits for this, and for room on its control ring,
+ * before it registers memory for an offer.
+ */
+int sdp_core_may_offer(const struct sdp_core_conn *c);
 
 /* ---- close: the socket's TCP state ---------------------------------------- */
 

@@ -1097,12 +1097,12 @@ class World {
         }
     }
 
-    // Room on the control ring and a credit for a message that takes one
-    // like data, by the core's count (the real one is checked on posting).
+    // Room on the control ring and the core's leave to offer, as
+    // sdp_zc_can_offer() asks (the real credits are checked on posting).
     bool may_post_avail(int s) const
     {
         const Side& d = sides_[s];
-        return d.ctl_in_flight < d.cfg.ctl_bufs && sdp_core_tx_credits(&d.conn) > kReserve;
+        return d.ctl_in_flight < d.cfg.ctl_bufs && sdp_core_may_offer(&d.conn) != 0;
     }
 
     // Whether the core would build this SinkAvail now (tried on a copy of

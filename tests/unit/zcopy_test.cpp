@@ -118,6 +118,29 @@ class Zcopy : public ::testing::Test {
 
 // ---- SrcAvail + RDMA Read ---------------------------------------------------------
 
+// The host asks sdp_core_may_offer() before it registers memory for an
+// offer: its answer must be exactly whether the offer would be accepted.
+TEST_F(Zcopy, MayOfferSaysWhetherCreditsAllowAnOffer)
+{
+    // B has the credits A has: may offer, and does.
+    EXPECT_EQ(sdp_core_may_offer(B()), 1);
+    SrcAvail(B(), 4096);
+    unsigned sent = 0;
+    while (sdp_core_may_offer(A()) != 0) {
+        Data(A(), 1);
+        ASSERT_LT(++sent, kPosted) << "credits never ran out";
+    }
+    // Down to the reserve for control: no offer of either kind.
+    EXPECT_EQ(sdp_core_tx_credits(A()), 2u);
+    Bytes m(SDP_SINK_AVAIL_SIZE);
+    const sdp_core_zc zc{4096, 1, 0x10000};
+    EXPECT_EQ(sdp_core_tx_src_avail(A(), m.data(), static_cast<unsigned>(m.size()), &zc, kPosted),
+              -SDP_CORE_ESTATE);
+    EXPECT_EQ(sdp_core_tx_sink_avail(A(), m.data(), static_cast<unsigned>(m.size()), &zc, kPosted),
+              -SDP_CORE_ESTATE);
+    EXPECT_EQ(sdp_core_may_offer(A()), 0);
+}
+
 TEST_F(Zcopy, SrcAvailIsReadInPiecesThenDone)
 {
     sdp_core_rx rx{};
