@@ -377,7 +377,6 @@ struct sdp_sock {
 	u32 zc_max_pages;
 	int zcopy_thresh;   /* -1: net.sdp.zcopy_thresh; WRITE_ONCE */
 	u32 rsa_avail;	    /* bytes of the peer's SrcAvail not read yet */
-	u64 rsa_mark;	    /* its read position when the grace timer was set */
 	u8 sink_skip;	    /* receives to go without a SinkAvail */
 	u8 rsa_small_reads; /* reads below the threshold from this offer */
 	u8 sink_misses;	    /* SinkAvails in a row that got no RDMA Write */

@@ -939,12 +939,10 @@ done:
 static void sdp_zc_grace_arm(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
-	struct sdp_core_zc_status st;
 
 	sock_owned_by_me(sk);
 
-	sdp_zc_query(ssk, &st);
-	ssk->rsa_mark = st.rsa_vaddr;
+	sdp_core_rsa_grace_start(&ssk->core);
 	sock_hold(sk);
 	if (!mod_delayed_work(sdp_wq, &ssk->zc_grace_work,
 			      msecs_to_jiffies(READ_ONCE(sysctl_sdp_zcopy_sink_wait_ms))))
@@ -957,22 +955,22 @@ void sdp_zc_grace_work(struct work_struct *work)
 	struct sdp_sock *ssk = container_of(to_delayed_work(work),
 					    struct sdp_sock, zc_grace_work);
 	struct sock *sk = &ssk->sk;
-	struct sdp_core_zc_status st;
 
 	lock_sock(sk);
 	if (!ssk->res_ready || ssk->qp_error)
 		goto out;
-	sdp_zc_query(ssk, &st);
-	if (!st.rsa_left)
-		goto out;
-	if (st.rsa_reading || ssk->rx_busy || st.rsa_vaddr != ssk->rsa_mark) {
-		sdp_zc_grace_arm(sk); /* being read: look again later */
-		goto out;
+	switch (sdp_core_rsa_grace_end(&ssk->core, ssk->rx_busy)) {
+	case SDP_GRACE_AGAIN:
+		sdp_zc_grace_arm(sk);
+		break;
+	case SDP_GRACE_ABANDONED:
+		SDP_INC_SK(ssk, SDP_CNT_ZC_FALLBACK_NO_READER, fallback_no_reader);
+		sdp_zc_sync_rsa(ssk);
+		sdp_push(sk, 0); /* SendSM */
+		break;
+	default:
+		break;
 	}
-	SDP_INC_SK(ssk, SDP_CNT_ZC_FALLBACK_NO_READER, fallback_no_reader);
-	sdp_core_rsa_abandon(&ssk->core);
-	sdp_zc_sync_rsa(ssk);
-	sdp_push(sk, 0); /* SendSM */
 out:
 	release_sock(sk);
 	sock_put(sk);

@@ -194,6 +194,16 @@ void sdp_core_rsa_abandon(sdp_core_conn* c)
     conn(c)->rsa_abandon();
 }
 
+void sdp_core_rsa_grace_start(sdp_core_conn* c)
+{
+    conn(c)->rsa_grace_start();
+}
+
+int sdp_core_rsa_grace_end(sdp_core_conn* c, int reader_busy)
+{
+    return conn(c)->rsa_grace_end(reader_busy != 0);
+}
+
 void sdp_core_set_reader_waiting(sdp_core_conn* c, int waiting)
 {
     conn(c)->set_reader_waiting(waiting != 0);

@@ -48,6 +48,8 @@ class Connection {
     int rd_start(u32 n);
     void rd_done(u32 n);
     void rsa_abandon();
+    void rsa_grace_start() { rsa_.grace_mark = rsa_.vaddr + rsa_.read; }
+    int rsa_grace_end(bool reader_busy);
     void set_reader_waiting(bool waiting) { reader_waiting_ = waiting; }
     int tx_sink_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 posted_rx);
     void adv_cancel();
@@ -78,10 +80,11 @@ class Connection {
         u64 vaddr;
         u32 rkey;
         u32 len;
-        u32 read;     // bytes read and reported (or being reported)
-        u32 reading;  // bytes of the RDMA Read in progress
-        bool active;  // offered and neither finished nor ended by SendSM
-        bool stopped; // cancelled by the source or abandoned by us: read no more
+        u32 read;       // bytes read and reported (or being reported)
+        u32 reading;    // bytes of the RDMA Read in progress
+        bool active;    // offered and neither finished nor ended by SendSM
+        bool stopped;   // cancelled by the source or abandoned by us: read no more
+        u64 grace_mark; // vaddr + read when the grace period started
     };
     // Our SinkAvail (we are the sink).
     struct OwnSinkAvail {

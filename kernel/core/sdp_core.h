@@ -387,6 +387,21 @@ int sdp_core_rd_start(struct sdp_core_conn *c, unsigned int n);
 /* The read ended; n bytes landed (0 if it failed). */
 void sdp_core_rd_done(struct sdp_core_conn *c, unsigned int n);
 void sdp_core_rsa_abandon(struct sdp_core_conn *c);
+/*
+ * The grace period of the peer's offer (net.sdp.zcopy_sink_wait_ms): the
+ * host starts it when a SrcAvail arrives and when it ends without a
+ * verdict, and asks at its end.  An offer nobody reads over a whole
+ * period is given up (SendSM: the rest comes by bcopy), so a sender never
+ * blocks on a receiver that is not reading, where TCP's send would have
+ * returned.  reader_busy: a recvmsg is at work on the socket.
+ */
+enum sdp_core_grace {
+	SDP_GRACE_NONE = 0,	 /* no offer left to read: stop the timer */
+	SDP_GRACE_AGAIN = 1,	 /* being read: start another period */
+	SDP_GRACE_ABANDONED = 2, /* given up: SendSM is due */
+};
+void sdp_core_rsa_grace_start(struct sdp_core_conn *c);
+int sdp_core_rsa_grace_end(struct sdp_core_conn *c, int reader_busy);
 void sdp_core_set_reader_waiting(struct sdp_core_conn *c, int waiting);
 
 /* SinkAvail for zc (SDP_SINK_AVAIL_SIZE bytes at hdr). */

@@ -197,6 +197,20 @@ void Connection::rsa_abandon()
         send_sm_due_ = true;
 }
 
+int Connection::rsa_grace_end(bool reader_busy)
+{
+    if (!rsa_.active || rsa_.stopped || rsa_.read == rsa_.len ||
+        (state_ & (SDP_CS_ABORTED | SDP_CS_RX_FAILED)) != 0)
+        return SDP_GRACE_NONE;
+    const u64 at = rsa_.vaddr + rsa_.read;
+    if (rsa_.reading != 0 || reader_busy || at != rsa_.grace_mark) {
+        rsa_.grace_mark = at;
+        return SDP_GRACE_AGAIN;
+    }
+    rsa_abandon();
+    return SDP_GRACE_ABANDONED;
+}
+
 int Connection::tx_sink_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 posted_rx)
 {
     if (!zc_fits())
@@ -322,7 +336,7 @@ int Connection::zc_rx(const wire::Message& msg, sdp_core_rx* out)
             return -SDP_CORE_EPROTO;
         data_received();
         out->zc_bytes = sa.len;
-        rsa_ = PeerSrcAvail{sa.vaddr, sa.rkey, sa.len, 0, 0, true, false};
+        rsa_ = PeerSrcAvail{sa.vaddr, sa.rkey, sa.len, 0, 0, true, false, sa.vaddr};
         // The send/send deadlock: our own SrcAvail waits for the peer's
         // reader while this one would wait for ours, and nobody reads.
         // Nor can we read what we could not acknowledge.

@@ -614,6 +614,7 @@ void Add(ZcTotals* t, const Result& r)
         t->s.chunk_bytes += st.chunk_bytes;
         t->s.too_big += st.too_big;
         t->s.grace_sms += st.grace_sms;
+        t->s.grace_agains += st.grace_agains;
         t->s.last_credit += st.last_credit;
         t->s.late_sinks += st.late_sinks;
         t->s.overtaken += st.overtaken;
@@ -625,14 +626,15 @@ void Print(const char* what, const ZcTotals& t)
 {
     std::printf("%s: %zu runs, %zu steps; %zu SrcAvail, %zu RDMA Reads (%zu B), %zu SinkAvail "
                 "(%zu unused, %zu after DisConn), %zu RDMA Writes (%zu B), %zu SendSM (%zu by the "
-                "deadlock rule, %zu MSG_PEEK, %zu grace timer), %zu SrcAvailCancel, %zu "
+                "deadlock rule, %zu MSG_PEEK, %zu grace timer, %zu periods restarted), "
+                "%zu SrcAvailCancel, %zu "
                 "SinkAvailCancel (%zu overtaken, %zu stale acks), %zu chunks by bcopy (%zu B), "
                 "%zu writes too big, %zu answers with the last credit\n",
                 what, t.runs, t.steps, t.s.src_avails, t.s.rdma_reads, t.s.read_bytes,
                 t.s.sink_avails, t.s.adv_unused, t.s.late_sinks, t.s.rdma_writes, t.s.write_bytes,
-                t.s.send_sms, t.s.deadlock_sms, t.s.peeks, t.s.grace_sms, t.s.src_cancels,
-                t.s.sink_cancels, t.s.overtaken, t.s.stale_acks, t.s.bcopy_chunks, t.s.chunk_bytes,
-                t.s.too_big, t.s.last_credit);
+                t.s.send_sms, t.s.deadlock_sms, t.s.peeks, t.s.grace_sms, t.s.grace_agains,
+                t.s.src_cancels, t.s.sink_cancels, t.s.overtaken, t.s.stale_acks, t.s.bcopy_chunks,
+                t.s.chunk_bytes, t.s.too_big, t.s.last_credit);
 }
 
 // Seeds of a zero-copy scenario: SDP_SIM_SEEDS=n runs n instead if that is
@@ -880,6 +882,7 @@ TEST(SimZcopy, GraceTimerGivesUpUnreadOffers)
     }
     Print("grace timer", t);
     EXPECT_GT(t.s.grace_sms, 50u);
+    EXPECT_GT(t.s.grace_agains, 0u); // a period with reading restarts
     EXPECT_GE(t.s.send_sms, t.s.grace_sms);
     EXPECT_GT(t.s.data_sends, 0u);
 }

@@ -246,6 +246,7 @@ struct SideStats {
     std::size_t chunk_bytes = 0;  // ... and their bytes
     std::size_t too_big = 0;      // zero-copy writes turned to bcopy by ETOOBIG
     std::size_t grace_sms = 0;    // offers given up by the grace timer
+    std::size_t grace_agains = 0; // grace periods restarted: the offer was being read
     std::size_t last_credit = 0;  // zero-copy control messages sent with the last credit
     std::size_t late_sinks = 0;   // SinkAvails posted after our own DisConn
     std::size_t overtaken = 0;    // cancelled advertisements ended by stream bytes or DisConn
@@ -838,7 +839,7 @@ class World {
             adv_wake(s);
             break;
         case Ev::kGrace: // sdp_zc_grace_work()
-            give_up_offer(s, false);
+            grace_ends(s);
             break;
         case Ev::kRdDone:
             rd_done(s);
@@ -1466,6 +1467,27 @@ class World {
 
     // -- sink --
 
+    // The grace period of the peer's offer ends with no reader at work: the
+    // core gives the offer up if nothing was read since the period began,
+    // else another period starts.
+    void grace_ends(int s)
+    {
+        Side& d = me(s);
+        switch (sdp_core_rsa_grace_end(&d.conn, 0)) {
+        case SDP_GRACE_AGAIN:
+            trace(Ev::kGrace, s, zc_status(d).rsa_left, 1);
+            d.stats.grace_agains++;
+            sdp_core_rsa_grace_start(&d.conn);
+            break;
+        case SDP_GRACE_ABANDONED:
+            give_up_offer(s, false);
+            break;
+        default:
+            fail(d.name + ": the grace timer found no offer to read, rsa_left " +
+                 std::to_string(zc_status(d).rsa_left));
+        }
+    }
+
     // The reader gives the peer's offer up (peek: MSG_PEEK; else the grace
     // timer): SendSM, the bytes then come by bcopy.
     void give_up_offer(int s, bool peek)
@@ -1807,6 +1829,8 @@ class World {
             o.stopped = refuse;
             d.stats.deadlock_sms += refuse ? 1 : 0;
             d.offer = o;
+            if (!refuse)
+                sdp_core_rsa_grace_start(&d.conn); // sdp_zc_grace_arm()
             break;
         }
         case SDP_MID_SRC_AVAIL_CANCEL:

@@ -141,6 +141,29 @@ TEST_F(Zcopy, MayOfferSaysWhetherCreditsAllowAnOffer)
     EXPECT_EQ(sdp_core_may_offer(A()), 0);
 }
 
+// The grace period of the peer's offer (sdp_zc_grace_work): given up only
+// after a whole period with nothing read and no reader at work.
+TEST_F(Zcopy, GracePeriodGivesUpAnOfferOnlyWhenNothingWasRead)
+{
+    EXPECT_EQ(sdp_core_rsa_grace_end(B(), 0), SDP_GRACE_NONE); // no offer
+    sdp_core_rx rx{};
+    ASSERT_EQ(Deliver(B(), SrcAvail(A(), 10000), &rx), 0);
+    sdp_core_rsa_grace_start(B());
+    // Read a piece during the period: another period.
+    ASSERT_EQ(sdp_core_rd_start(B(), 4000), 0);
+    EXPECT_EQ(sdp_core_rsa_grace_end(B(), 0), SDP_GRACE_AGAIN); // read in flight
+    sdp_core_rd_done(B(), 4000);
+    EXPECT_EQ(sdp_core_rsa_grace_end(B(), 0), SDP_GRACE_AGAIN); // progress since
+    // A reader at work (copying, about to read) is never cut off.
+    EXPECT_EQ(sdp_core_rsa_grace_end(B(), 1), SDP_GRACE_AGAIN);
+    EXPECT_EQ(St(B()).rsa_left, 6000u);
+    // A whole period without reading: SendSM, the rest by bcopy.
+    EXPECT_EQ(sdp_core_rsa_grace_end(B(), 0), SDP_GRACE_ABANDONED);
+    EXPECT_EQ(St(B()).rsa_left, 0u);
+    EXPECT_EQ(sdp_core_control_due(B(), 0, kPosted), SDP_MID_RDMA_RD_COMPL);
+    EXPECT_EQ(sdp_core_rsa_grace_end(B(), 0), SDP_GRACE_NONE);
+}
+
 TEST_F(Zcopy, SrcAvailIsReadInPiecesThenDone)
 {
     sdp_core_rx rx{};
