@@ -2270,18 +2270,26 @@ class World {
         }
         if (failed_)
             return;
-        const int mid =
-            sdp_core_control_due(&d.conn, static_cast<unsigned>(tx_queued(d)), posted_rx(s));
-        if (mid == 0 || d.ctl_in_flight >= d.cfg.ctl_bufs)
-            return;
-        if (mid == SDP_MID_DISCONN) {
-            if (tx_queued(d) > 0 || !d.shut)
-                fail(d.name + ": DisConn due with data queued or no shutdown");
-            post(s, Ring::kCtl, SDP_MID_DISCONN, {}, 0);
-        } else if (mid == SDP_MID_DATA) {
-            post(s, Ring::kCtl, SDP_MID_DATA, {}, 0);
-        } else if (zc_control_owed(s, static_cast<unsigned>(mid))) {
-            post(s, Ring::kCtl, static_cast<unsigned>(mid), {}, 0);
+        // As sdp_push(): every control message due goes while the control
+        // ring has room (several can be due at once: a zero-copy
+        // completion, then SendSM), until one cannot be posted.
+        for (;;) {
+            const int mid =
+                sdp_core_control_due(&d.conn, static_cast<unsigned>(tx_queued(d)), posted_rx(s));
+            if (failed_ || mid == 0 || d.ctl_in_flight >= d.cfg.ctl_bufs)
+                return;
+            const std::size_t sends_before = d.stats.sends;
+            if (mid == SDP_MID_DISCONN) {
+                if (tx_queued(d) > 0 || !d.shut)
+                    fail(d.name + ": DisConn due with data queued or no shutdown");
+                post(s, Ring::kCtl, SDP_MID_DISCONN, {}, 0);
+            } else if (mid == SDP_MID_DATA) {
+                post(s, Ring::kCtl, SDP_MID_DATA, {}, 0);
+            } else if (zc_control_owed(s, static_cast<unsigned>(mid))) {
+                post(s, Ring::kCtl, static_cast<unsigned>(mid), {}, 0);
+            }
+            if (d.stats.sends == sends_before)
+                return; // not posted (no credit, or not owed)
         }
     }
 
