@@ -730,8 +730,15 @@ void sdp_mr_orphan(struct sock *sk, struct sdp_zc_map *map);
 #define SDP_ZC_WR_INV 0x300
 void sdp_zc_complete(struct sock *sk, struct ib_wc *wc);
 int sdp_zc_thresh(const struct sdp_sock *ssk);
-int sdp_zc_send(struct sock *sk, struct msghdr *msg, long *timeo,
-		size_t *copied);
+/* How sdp_sendmsg() goes on after a zero-copy step (sdp_zc_send()). */
+enum sdp_zc_next {
+	SDP_ZC_NEXT_ZCOPY,	 /* a transfer went: zero copy again */
+	SDP_ZC_NEXT_BCOPY_CHUNK, /* no credit for an offer: a chunk by bcopy */
+	SDP_ZC_NEXT_BCOPY_REST,	 /* the rest of this send by bcopy */
+	SDP_ZC_NEXT_ERROR,	 /* stop with what was sent, else the error */
+};
+enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
+			     long *timeo, size_t *copied, int *err);
 int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 		      int flags, size_t *copied);
 int sdp_zc_recv_advertise(struct sock *sk, struct msghdr *msg, size_t len,

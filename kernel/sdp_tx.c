@@ -439,22 +439,18 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 		}
 		if (zcopy && !bcopy_budget && ssk->zc_max_pages &&
 		    msg_data_left(msg) >= thresh) {
-			err = sdp_zc_send(sk, msg, &timeo, &copied);
-			if (!err)
+			switch (sdp_zc_send(sk, msg, &timeo, &copied, &err)) {
+			case SDP_ZC_NEXT_ZCOPY:
 				continue;
-			if (err == -ENOBUFS) {
-				/* The rest of this send goes by bcopy. */
+			case SDP_ZC_NEXT_BCOPY_REST:
 				zcopy = false;
-				err = 0;
 				continue;
-			}
-			if (err == -ENOSPC) {
-				/* No credit for zero copy: one chunk by bcopy. */
+			case SDP_ZC_NEXT_BCOPY_CHUNK:
 				bcopy_budget = READ_ONCE(sysctl_sdp_zcopy_chunk);
-				err = 0;
 				continue;
+			default:
+				goto do_error;
 			}
-			goto do_error;
 		}
 		b = ssk->tx_busy || ssk->sq_idle_waiters ? NULL : sdp_tx_segment(ssk);
 		if (!b) {

@@ -467,7 +467,7 @@ static int sdp_zc_write(struct sock *sk, struct sdp_zc_map *map,
 
 /* SrcAvail for map's bytes; wait until the sink read them or stopped. */
 static int sdp_zc_offer(struct sock *sk, struct sdp_zc_map *map,
-			struct ib_reg_wr *reg, long *timeo)
+			struct ib_reg_wr *reg, long *timeo, bool *too_big)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct ib_mr *mr = ssk->zc_mr[map->which];
@@ -480,8 +480,10 @@ static int sdp_zc_offer(struct sock *sk, struct sdp_zc_map *map,
 
 	len = sdp_core_tx_src_avail(&ssk->core, b->data, SDP_CTL_BUF_SIZE,
 				    &zc, sdp_posted(ssk));
-	if (len == -SDP_CORE_ETOOBIG)
-		return -ENOBUFS; /* the peer's buffers are too small for it */
+	/* The peer's buffers are too small for the answers: no offer. */
+	*too_big = len == -SDP_CORE_ETOOBIG;
+	if (*too_big)
+		return 0;
 	if (len < 0)
 		return -EPIPE;
 	map->reg_posted = true;
@@ -531,39 +533,40 @@ static int sdp_zc_offer(struct sock *sk, struct sdp_zc_map *map,
 /*
  * Send the next bytes of msg by zero copy: one registration, by RDMA Write
  * into the peer's SinkAvail if it advertised one, else by SrcAvail.
- * Returns 0 after a transfer (*copied advanced by what the peer took; the
- * iterator too), -ENOBUFS if the rest of this send should go by bcopy
- * (registration impossible, or the sink asked for it with SendSM), or an
- * error for the caller to return (signal, timeout, connection gone) after
- * whatever was sent.
+ * *copied and the iterator advance by what the peer took.  The result
+ * says how sdp_sendmsg() goes on; with SDP_ZC_NEXT_ERROR, *err is the
+ * error to return (signal, timeout, connection gone) after whatever was
+ * sent.
  */
-int sdp_zc_send(struct sock *sk, struct msghdr *msg, long *timeo,
-		size_t *copied)
+enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
+			     long *timeo, size_t *copied, int *err)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct sdp_zc_map *map = &ssk->zc[SDP_ZC_TX];
+	enum sdp_zc_next next = SDP_ZC_NEXT_ZCOPY;
 	struct sdp_core_zc_status st;
 	struct sdp_core_zc zc;
 	struct ib_reg_wr reg;
+	bool too_big = false;
 	size_t want;
 	u32 sent = 0;
-	int err;
 
 	sock_owned_by_me(sk);
 
+	*err = 0;
 	for (;;) {
-		err = sdp_zc_wait_tx_ready(sk, timeo);
-		if (err)
-			return err;
+		*err = sdp_zc_wait_tx_ready(sk, timeo);
+		if (*err)
+			return SDP_ZC_NEXT_ERROR;
 		if (!ssk->reg_idle_sq || sdp_sq_idle(ssk))
 			break;
 		/* The lock is dropped meanwhile: look at the ring again. */
-		err = sdp_zc_wait_sq_idle(sk);
-		if (err)
-			return err;
+		*err = sdp_zc_wait_sq_idle(sk);
+		if (*err)
+			return SDP_ZC_NEXT_ERROR;
 	}
 	if (!ssk->zc_max_pages)
-		return -ENOBUFS;
+		return SDP_ZC_NEXT_BCOPY_REST;
 	/*
 	 * No credit for the SrcAvail (or the RdmaWrCompl): the receiver is
 	 * behind.  This chunk goes by bcopy, where waiting for credits has
@@ -571,7 +574,7 @@ int sdp_zc_send(struct sock *sk, struct msghdr *msg, long *timeo,
 	 * tried again for the next.
 	 */
 	if (!sdp_zc_can_offer(ssk))
-		return -ENOSPC;
+		return SDP_ZC_NEXT_BCOPY_CHUNK;
 	ssk->tx_busy = true;
 
 	want = min_t(size_t, msg_data_left(msg), READ_ONCE(sysctl_sdp_zcopy_chunk));
@@ -579,31 +582,36 @@ int sdp_zc_send(struct sock *sk, struct msghdr *msg, long *timeo,
 	sdp_zc_query(ssk, &st);
 	if (st.psink_usable)
 		want = min_t(size_t, want, st.psink_len);
-	err = -ENOBUFS;
+	next = SDP_ZC_NEXT_BCOPY_REST; /* unless registered */
 	if (sdp_mr_collect(ssk, map, &msg->msg_iter, want, false) < 0)
 		goto out;
 	if (sdp_mr_register(sk, map, &reg)) {
 		sdp_mr_release(sk, map, false);
 		goto out;
 	}
+	next = SDP_ZC_NEXT_ZCOPY;
 	if (sdp_core_sink_take(&ssk->core, map->len, &zc)) {
 		/* Our key stays local: the peer gives us its buffer. */
 		reg.access = 0;
 		map->remote = false;
-		err = sdp_zc_write(sk, map, &zc, &reg);
-		if (!err)
+		*err = sdp_zc_write(sk, map, &zc, &reg);
+		if (!*err)
 			sent = zc.len;
 	} else {
 		reg.access = IB_ACCESS_REMOTE_READ;
 		map->remote = true;
-		err = sdp_zc_offer(sk, map, &reg, timeo);
+		*err = sdp_zc_offer(sk, map, &reg, timeo, &too_big);
 		sdp_zc_query(ssk, &st);
 		sent = st.src_acked;
-		if (!err && st.src_sink_stopped && sent < map->len) {
+		if (too_big) {
+			next = SDP_ZC_NEXT_BCOPY_REST;
+		} else if (!*err && st.src_sink_stopped && sent < map->len) {
 			SDP_INC_SK(ssk, SDP_CNT_ZC_FALLBACK_SEND_SM, fallback_send_sm);
-			err = -ENOBUFS;
+			next = SDP_ZC_NEXT_BCOPY_REST;
 		}
 	}
+	if (*err)
+		next = SDP_ZC_NEXT_ERROR;
 	sdp_zc_finish(sk, map);
 	sdp_core_src_release(&ssk->core);
 	if (sent) {
@@ -617,12 +625,14 @@ int sdp_zc_send(struct sock *sk, struct msghdr *msg, long *timeo,
 		ssk->stats.tx_bytes += sent;
 		ssk->stats.zc_tx_segs++;
 	}
-	if ((!err || err == -ENOBUFS) && sdp_zc_dead(sk))
-		err = -EPIPE;
+	if (next != SDP_ZC_NEXT_ERROR && sdp_zc_dead(sk)) {
+		next = SDP_ZC_NEXT_ERROR;
+		*err = -EPIPE;
+	}
 out:
 	ssk->tx_busy = false;
 	sdp_zc_wake(sk);
-	return err;
+	return next;
 }
 
 /* ---- sink side ------------------------------------------------------------------- */
