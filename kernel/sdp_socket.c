@@ -870,12 +870,21 @@ out:
 
 /* ---- poll ------------------------------------------------------------------- */
 
+/*
+ * A send would queue bytes now: what sdp_sendmsg() checks before it takes
+ * a segment.  Not while a zero-copy transfer owns the stream (tx_busy) or
+ * a registration waits for an idle send queue: a non-blocking send gets
+ * EAGAIN then, so EPOLLOUT would make an event loop spin.  Both end with
+ * sdp_zc_wake(), which wakes every poller.
+ */
 static bool sdp_writable(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 
 	if (!READ_ONCE(ssk->res_ready))
 		return true;
+	if (READ_ONCE(ssk->tx_busy) || READ_ONCE(ssk->sq_idle_waiters))
+		return false;
 	return READ_ONCE(ssk->tx.tail) - READ_ONCE(ssk->tx.done) < ssk->tx.count;
 }
 

@@ -253,6 +253,36 @@ TEST_F(ZeroCopy, SrcAvailWhenTheSenderComesFirst)
     EXPECT_GT(rx.rdma_reads, 0u);
 }
 
+// While one thread's zero-copy send owns the stream, a non-blocking send
+// of another gets EAGAIN; poll() must agree (no POLLOUT), or an event loop
+// spins on a socket that takes nothing.  POLLOUT comes back when it ends.
+TEST_F(ZeroCopy, PollSaysNotWritableWhileAZeroCopySendOwnsTheStream)
+{
+    set_sysctl("zcopy_sink_wait_ms", "5000"); // the offer waits for the reader
+    constexpr size_t kTotal = 4 * kMiB;
+    const int c = p_.client.get();
+    std::thread sender([&] { send_stream(c, kTotal, kTotal); });
+    bool offered = false;
+    for (int i = 0; i < 400 && !offered; i++) {
+        offered = sock_stats(c).src_avail_sent > 0;
+        if (!offered)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_TRUE(offered) << "no SrcAvail within 2 s";
+    pollfd pfd{c, POLLOUT, 0};
+    EXPECT_EQ(poll(&pfd, 1, 0), 0) << "revents " << pfd.revents;
+    const char byte = 'x';
+    errno = 0;
+    EXPECT_EQ(send(c, &byte, 1, MSG_DONTWAIT), -1);
+    EXPECT_EQ(errno, EAGAIN);
+    recv_stream(p_.server.get(), kTotal, kMiB);
+    sender.join();
+    pfd.revents = 0;
+    EXPECT_EQ(poll(&pfd, 1, 5000), 1);
+    EXPECT_TRUE((pfd.revents & POLLOUT) != 0);
+    EXPECT_GT(delta("zcopy_rdma_reads"), 0u);
+}
+
 TEST_F(ZeroCopy, SinkAvailWhenTheReceiverWaitsFirst)
 {
     constexpr size_t kTotal = 8 * kMiB;
