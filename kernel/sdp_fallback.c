@@ -331,18 +331,26 @@ static void sdp_fb_install(struct sock *sk, struct sock *tsk)
 	write_unlock_bh(&tsk->sk_callback_lock);
 }
 
+/*
+ * TCP's own callbacks, saved in ssk when the forwarding was installed,
+ * back on tsk, and no owner.  tsk's sk_callback_lock held for writing.
+ */
+static void sdp_fb_tcp_callbacks(const struct sdp_sock *ssk, struct sock *tsk)
+{
+	lockdep_assert_held_write(&tsk->sk_callback_lock);
+
+	tsk->sk_state_change = ssk->tcp_state_change;
+	tsk->sk_data_ready = ssk->tcp_data_ready;
+	tsk->sk_write_space = ssk->tcp_write_space;
+	tsk->sk_error_report = ssk->tcp_error_report;
+	tsk->sk_user_data = NULL;
+}
+
 static void sdp_fb_restore(struct sock *sk, struct sock *tsk)
 {
-	struct sdp_sock *ssk = sdp_sk(sk);
-
 	write_lock_bh(&tsk->sk_callback_lock);
-	if (sdp_fb_owner(tsk) == sk) {
-		tsk->sk_state_change = ssk->tcp_state_change;
-		tsk->sk_data_ready = ssk->tcp_data_ready;
-		tsk->sk_write_space = ssk->tcp_write_space;
-		tsk->sk_error_report = ssk->tcp_error_report;
-		tsk->sk_user_data = NULL;
-	}
+	if (sdp_fb_owner(tsk) == sk)
+		sdp_fb_tcp_callbacks(sdp_sk(sk), tsk);
 	write_unlock_bh(&tsk->sk_callback_lock);
 }
 
@@ -645,11 +653,7 @@ int sdp_fb_accept(struct sock *sk, struct socket *newsock, bool kern)
 	 * child's socket then installs its forwarding over them.
 	 */
 	write_lock_bh(&newtcp->sk->sk_callback_lock);
-	newtcp->sk->sk_state_change = ssk->tcp_state_change;
-	newtcp->sk->sk_data_ready = ssk->tcp_data_ready;
-	newtcp->sk->sk_write_space = ssk->tcp_write_space;
-	newtcp->sk->sk_error_report = ssk->tcp_error_report;
-	newtcp->sk->sk_user_data = NULL;
+	sdp_fb_tcp_callbacks(ssk, newtcp->sk);
 	write_unlock_bh(&newtcp->sk->sk_callback_lock);
 	child = sdp_sk_alloc(sock_net(sk), sk, kern);
 	if (!child) {
