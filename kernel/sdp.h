@@ -610,21 +610,30 @@ struct sdp_stats {
 	u64 rx_mid[256];
 };
 
-DECLARE_PER_CPU(struct sdp_stats, sdp_stats);
-#define SDP_INC(c) this_cpu_inc(sdp_stats.cnt[c])
 /*
- * An event counted twice: in the module's counters (/proc/net/sdp_stats)
- * and in the socket's (SDP_STATS getsockopt, field of struct
- * sdp_sock_stats; socket lock held).
+ * The counters of /proc/net/sdpstats are the network namespace's: per
+ * CPU, allocated with the namespace (sdp_proc.c), counted against the
+ * namespace of the socket the event happened on.  A socket holds its
+ * namespace (a kernel socket's creator keeps it alive), so the counters
+ * outlive every socket that counts.
+ */
+struct sdp_stats __percpu *sdp_net_stats(const struct net *net);
+#define SDP_INC(sk, c) this_cpu_inc(sdp_net_stats(sock_net(sk))->cnt[c])
+#define SDP_ADD(sk, c, n) this_cpu_add(sdp_net_stats(sock_net(sk))->cnt[c], n)
+#define SDP_INC_TX_MID(sk, m) \
+	this_cpu_inc(sdp_net_stats(sock_net(sk))->tx_mid[(m) & 0xff])
+#define SDP_INC_RX_MID(sk, m) \
+	this_cpu_inc(sdp_net_stats(sock_net(sk))->rx_mid[(m) & 0xff])
+/*
+ * An event counted twice: in the namespace's counters and in the socket's
+ * (SDP_STATS getsockopt, field of struct sdp_sock_stats; socket lock
+ * held).
  */
 #define SDP_INC_SK(ssk, c, field)			\
 	do {						\
-		SDP_INC(c);				\
+		SDP_INC(&(ssk)->sk, c);			\
 		(ssk)->stats.field++;			\
 	} while (0)
-#define SDP_ADD(c, n) this_cpu_add(sdp_stats.cnt[c], n)
-#define SDP_INC_TX_MID(m) this_cpu_inc(sdp_stats.tx_mid[(m) & 0xff])
-#define SDP_INC_RX_MID(m) this_cpu_inc(sdp_stats.rx_mid[(m) & 0xff])
 
 /* ---- functions ------------------------------------------------------------ */
 

@@ -79,35 +79,35 @@ struct rdma_cm_id *sdp_cm_create_id(struct sock *sk)
 static const u8 sdp_rej_nobufs[8] = { 'S', 'D', 'P', 'R', 0, 0, 0, ENOBUFS };
 
 /* Map a CM failure to what TCP reports for the same situation (-errno). */
-static int sdp_cm_errno(struct rdma_cm_event *ev)
+static int sdp_cm_errno(struct sock *sk, struct rdma_cm_event *ev)
 {
 	switch (ev->event) {
 	case RDMA_CM_EVENT_REJECTED:
 	case RDMA_CM_EVENT_CONNECT_ERROR:
-		SDP_INC(SDP_CNT_ERR_REFUSED);
+		SDP_INC(sk, SDP_CNT_ERR_REFUSED);
 		return -ECONNREFUSED;
 	case RDMA_CM_EVENT_ADDR_ERROR:
 	case RDMA_CM_EVENT_ROUTE_ERROR:
 		if (ev->status == -ETIMEDOUT) {
-			SDP_INC(SDP_CNT_ERR_TIMEOUT);
+			SDP_INC(sk, SDP_CNT_ERR_TIMEOUT);
 			return -ETIMEDOUT;
 		}
-		SDP_INC(SDP_CNT_ERR_UNREACHABLE);
+		SDP_INC(sk, SDP_CNT_ERR_UNREACHABLE);
 		if (ev->status == -EHOSTUNREACH)
 			return -EHOSTUNREACH;
 		return -ENETUNREACH;
 	case RDMA_CM_EVENT_UNREACHABLE:
 		if (ev->status == -ETIMEDOUT) {
-			SDP_INC(SDP_CNT_ERR_TIMEOUT);
+			SDP_INC(sk, SDP_CNT_ERR_TIMEOUT);
 			return -ETIMEDOUT;
 		}
-		SDP_INC(SDP_CNT_ERR_UNREACHABLE);
+		SDP_INC(sk, SDP_CNT_ERR_UNREACHABLE);
 		return -EHOSTUNREACH;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
-		SDP_INC(SDP_CNT_ERR_DEVICE_REMOVED);
+		SDP_INC(sk, SDP_CNT_ERR_DEVICE_REMOVED);
 		return -ECONNRESET;
 	default:
-		SDP_INC(SDP_CNT_ERR_RESET);
+		SDP_INC(sk, SDP_CNT_ERR_RESET);
 		return -ECONNRESET;
 	}
 }
@@ -270,7 +270,7 @@ static int sdp_cm_route_resolved(struct sock *sk, struct rdma_cm_id *id)
 				   id->route.addr.src_addr.ss_family == AF_INET6);
 	if (len < 0)
 		return -EINVAL;
-	SDP_INC_TX_MID(SDP_MID_HELLO);
+	SDP_INC_TX_MID(sk, SDP_MID_HELLO);
 	param.private_data = hello;
 	param.private_data_len = len;
 	param.responder_resources = 1;
@@ -319,11 +319,11 @@ static int sdp_cm_established_active(struct sock *sk, struct rdma_cm_event *ev)
 	if (err) {
 		pr_warn_ratelimited("bad HelloAck from peer: %s\n",
 				    sdp_core_err_name(err));
-		SDP_INC(SDP_CNT_ERR_PROTOCOL);
+		SDP_INC(sk, SDP_CNT_ERR_PROTOCOL);
 		return -ECONNREFUSED;
 	}
-	SDP_INC_RX_MID(SDP_MID_HELLO_ACK);
-	SDP_INC(SDP_CNT_CONN_ESTABLISHED);
+	SDP_INC_RX_MID(sk, SDP_MID_HELLO_ACK);
+	SDP_INC(sk, SDP_CNT_CONN_ESTABLISHED);
 	sdp_set_addrs(sk, ssk->cm_id);
 	sdp_connected(sk);
 	return 0;
@@ -358,7 +358,7 @@ static void sdp_cm_established_passive(struct sock *sk)
 		list_add_tail(&ssk->accept_node, &sdp_sk(parent)->accept_queue);
 		sk_acceptq_added(parent);
 		queued = true;
-		SDP_INC(SDP_CNT_CONN_ACCEPTED);
+		SDP_INC(sk, SDP_CNT_CONN_ACCEPTED);
 		parent->sk_data_ready(parent);
 	}
 	release_sock(parent);
@@ -389,7 +389,7 @@ static void sdp_cm_disconnected(struct sock *sk)
 	 */
 	if (ssk->est_by_data_queued && !ssk->established_once &&
 	    READ_ONCE(ssk->parent)) {
-		SDP_INC(SDP_CNT_CONN_BY_DATA);
+		SDP_INC(sk, SDP_CNT_CONN_BY_DATA);
 		sdp_cm_established_passive(sk);
 	}
 	/* Answer the peer's DREQ (a DREP), or it waits for its timeout. */
@@ -401,7 +401,7 @@ static void sdp_cm_disconnected(struct sock *sk)
 	if (!(cs & SDP_CS_DISCONN_RCVD) && !(cs & SDP_CS_ABORTED) &&
 	    !sock_flag(sk, SOCK_DEAD)) {
 		/* The peer vanished without DisConn: a reset. */
-		SDP_INC(SDP_CNT_ERR_RESET);
+		SDP_INC(sk, SDP_CNT_ERR_RESET);
 		sdp_set_error(sk, ECONNRESET);
 		goto out;
 	}
@@ -431,7 +431,7 @@ static bool sdp_evict_half_open(struct sock *parent)
 	list_del_init(&old->half_open_node);
 	WRITE_ONCE(old->evicted, true);
 	pssk->pending--;
-	SDP_INC(SDP_CNT_HALF_OPEN_EVICTED);
+	SDP_INC(parent, SDP_CNT_HALF_OPEN_EVICTED);
 	/* Its destroy work resets it and drops the references. */
 	sdp_schedule_destroy(&old->sk);
 	return true;
@@ -489,7 +489,7 @@ static int sdp_cm_conn_request(struct sock *parent, struct rdma_cm_id *id,
 	}
 	if (!sdp_listener_admit(parent)) {
 		release_sock(parent);
-		SDP_INC(SDP_CNT_ERR_BACKLOG);
+		SDP_INC(parent, SDP_CNT_ERR_BACKLOG);
 		return -ECONNREFUSED;
 	}
 	release_sock(parent);
@@ -513,10 +513,10 @@ static int sdp_cm_conn_request(struct sock *parent, struct rdma_cm_id *id,
 	if (err) {
 		pr_warn_ratelimited("bad Hello from peer: %s\n",
 				    sdp_core_err_name(err));
-		SDP_INC(SDP_CNT_ERR_PROTOCOL);
+		SDP_INC(sk, SDP_CNT_ERR_PROTOCOL);
 		goto fail;
 	}
-	SDP_INC_RX_MID(SDP_MID_HELLO);
+	SDP_INC_RX_MID(sk, SDP_MID_HELLO);
 	err = sdp_create_resources(sk, id);
 	if (err) {
 		rdma_reject(id, sdp_rej_nobufs, sizeof(sdp_rej_nobufs),
@@ -537,7 +537,7 @@ static int sdp_cm_conn_request(struct sock *parent, struct rdma_cm_id *id,
 	err = rdma_accept(id, &param);
 	if (err)
 		goto fail;
-	SDP_INC_TX_MID(SDP_MID_HELLO_ACK);
+	SDP_INC_TX_MID(sk, SDP_MID_HELLO_ACK);
 	release_sock(sk);
 
 	/* Oldest first, for sdp_evict_half_open(); not if it died already. */
@@ -621,7 +621,7 @@ static void sdp_cm_process(struct sock *sk, const struct sdp_cm_ev *e)
 	case RDMA_CM_EVENT_ESTABLISHED:
 		if (ssk->parent) {
 			if (e->by_data)
-				SDP_INC(SDP_CNT_CONN_BY_DATA);
+				SDP_INC(sk, SDP_CNT_CONN_BY_DATA);
 			sdp_cm_established_passive(sk);
 		} else {
 			ev.param.conn.private_data = ssk->cm_hello_ack;
@@ -635,7 +635,7 @@ static void sdp_cm_process(struct sock *sk, const struct sdp_cm_ev *e)
 		break;
 	case RDMA_CM_EVENT_REJECTED:
 		if (e->rej_nobufs) {
-			SDP_INC(SDP_CNT_ERR_RESOURCES);
+			SDP_INC(sk, SDP_CNT_ERR_RESOURCES);
 			err = ENOBUFS;
 			end = SDP_CORE_CE_BUSY;
 			break;
@@ -646,7 +646,7 @@ static void sdp_cm_process(struct sock *sk, const struct sdp_cm_ev *e)
 	case RDMA_CM_EVENT_UNREACHABLE:
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
-		err = -sdp_cm_errno(&ev);
+		err = -sdp_cm_errno(sk, &ev);
 		end = sdp_cm_end(&ev);
 		break;
 	default:
@@ -889,7 +889,7 @@ void sdp_comm_est_work(struct work_struct *work)
 	 * The CM acts on it only in REP_SENT: harmless after our own DREQ.
 	 */
 	if (ssk->cm_id && !ssk->cm_est_seen) {
-		SDP_INC(SDP_CNT_CONN_COMM_EST);
+		SDP_INC(sk, SDP_CNT_CONN_COMM_EST);
 		rdma_notify(ssk->cm_id, IB_EVENT_COMM_EST);
 	}
 	release_sock(sk);

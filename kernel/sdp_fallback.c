@@ -385,7 +385,7 @@ static void sdp_fb_use(struct sock *sk, int reason)
 	set_bit(SOCK_CUSTOM_SOCKOPT, &sk->sk_socket->flags);
 #endif
 	WRITE_ONCE(ssk->fallback_reason, reason);
-	SDP_INC(sdp_fb_counter[reason]);
+	SDP_INC(sk, sdp_fb_counter[reason]);
 	sdp_close_event(sk, SDP_CLOSE_RESET);
 	/* Publishes tcp, its callbacks and the state to the lockless
 	 * readers of sdp_fallen_back().

@@ -435,7 +435,7 @@ fail:
 				map->dir);
 		map->mapped = false;
 	}
-	SDP_INC(SDP_CNT_ZC_REG_FAILURES);
+	SDP_INC(sk, SDP_CNT_ZC_REG_FAILURES);
 	SDP_INC_SK(ssk, SDP_CNT_ZC_FALLBACK_REG, fallback_reg);
 	return -EIO;
 }

@@ -1,19 +1,31 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * /proc/net/sdp (the sockets of this network namespace, netstat style) and
- * /proc/net/sdpstats (family-wide counters, one "name value" per line).
+ * /proc/net/sdpstats (the namespace's counters, one "name value" per line).
  * Formats: Documentation/socket-api.md.  No kernel addresses are printed.
  */
+#include <linux/percpu.h>
 #include <linux/proc_fs.h>
 #include <linux/seq_file.h>
 #include <net/net_namespace.h>
+#include <net/netns/generic.h>
 #include <net/tcp.h>
 #include <net/tcp_states.h>
 
 #include "sdp.h"
 #include "sdp_wire.h"
 
-DEFINE_PER_CPU(struct sdp_stats, sdp_stats);
+/* What SDP keeps per network namespace (net_generic()). */
+struct sdp_net {
+	struct sdp_stats __percpu *stats;
+};
+
+static unsigned int sdp_net_id __read_mostly;
+
+struct sdp_stats __percpu *sdp_net_stats(const struct net *net)
+{
+	return ((struct sdp_net *)net_generic(net, sdp_net_id))->stats;
+}
 
 static LIST_HEAD(sdp_sock_list);
 static DEFINE_SPINLOCK(sdp_sock_list_lock);
@@ -268,56 +280,72 @@ static const struct {
 	{ SDP_MID_DATA, "data" },
 };
 
-static u64 sdp_sum(size_t offset)
+static u64 sdp_sum(struct sdp_stats __percpu *stats, size_t offset)
 {
 	u64 sum = 0;
 	int cpu;
 
 	for_each_possible_cpu(cpu)
-		sum += *(u64 *)((char *)per_cpu_ptr(&sdp_stats, cpu) + offset);
+		sum += *(u64 *)((char *)per_cpu_ptr(stats, cpu) + offset);
 	return sum;
 }
 
 static int sdp_stats_show(struct seq_file *seq, void *v)
 {
+	struct sdp_stats __percpu *stats = sdp_net_stats(seq_file_single_net(seq));
 	size_t i;
 
 	for (i = 0; i < ARRAY_SIZE(sdp_mid_names); i++)
 		seq_printf(seq, "tx_%s %llu\n", sdp_mid_names[i].name,
-			   sdp_sum(offsetof(struct sdp_stats,
+			   sdp_sum(stats, offsetof(struct sdp_stats,
 					    tx_mid[sdp_mid_names[i].mid])));
 	for (i = 0; i < ARRAY_SIZE(sdp_mid_names); i++)
 		seq_printf(seq, "rx_%s %llu\n", sdp_mid_names[i].name,
-			   sdp_sum(offsetof(struct sdp_stats,
+			   sdp_sum(stats, offsetof(struct sdp_stats,
 					    rx_mid[sdp_mid_names[i].mid])));
 	for (i = 0; i < SDP_CNT_MAX; i++)
 		seq_printf(seq, "%s %llu\n", sdp_counter_names[i],
-			   sdp_sum(offsetof(struct sdp_stats, cnt[i])));
+			   sdp_sum(stats, offsetof(struct sdp_stats, cnt[i])));
 	return 0;
 }
 
 static int __net_init sdp_net_init(struct net *net)
 {
+	struct sdp_net *sn = net_generic(net, sdp_net_id);
+
+	sn->stats = alloc_percpu(struct sdp_stats);
+	if (!sn->stats)
+		return -ENOMEM;
 	if (!proc_create_net_single("sdp", 0444, net->proc_net,
 				    sdp_sockets_show, NULL))
-		return -ENOMEM;
+		goto out_stats;
 	if (!proc_create_net_single("sdpstats", 0444, net->proc_net,
-				    sdp_stats_show, NULL)) {
-		remove_proc_entry("sdp", net->proc_net);
-		return -ENOMEM;
-	}
+				    sdp_stats_show, NULL))
+		goto out_sockets;
 	return 0;
+
+out_sockets:
+	remove_proc_entry("sdp", net->proc_net);
+out_stats:
+	free_percpu(sn->stats);
+	return -ENOMEM;
 }
 
+/* The namespace's last socket is gone: nothing counts here any more. */
 static void __net_exit sdp_net_exit(struct net *net)
 {
+	struct sdp_net *sn = net_generic(net, sdp_net_id);
+
 	remove_proc_entry("sdpstats", net->proc_net);
 	remove_proc_entry("sdp", net->proc_net);
+	free_percpu(sn->stats);
 }
 
 static struct pernet_operations sdp_net_ops = {
 	.init = sdp_net_init,
 	.exit = sdp_net_exit,
+	.id = &sdp_net_id,
+	.size = sizeof(struct sdp_net),
 };
 
 int sdp_proc_init(void)

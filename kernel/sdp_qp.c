@@ -161,7 +161,7 @@ int sdp_create_resources(struct sock *sk, struct rdma_cm_id *id)
 	if (!ssk->conn_counted) {
 		if (atomic_inc_return(&sdp_conns) > READ_ONCE(sysctl_sdp_max_conns)) {
 			atomic_dec(&sdp_conns);
-			SDP_INC(SDP_CNT_ERR_RESOURCES);
+			SDP_INC(sk, SDP_CNT_ERR_RESOURCES);
 			return -ENOMEM; /* ENOBUFS for connect() */
 		}
 		ssk->conn_counted = true;
@@ -248,7 +248,7 @@ static int sdp_create_resources_charged(struct sock *sk, struct rdma_cm_id *id)
 	return 0;
 
 fail:
-	SDP_INC(SDP_CNT_ERR_RESOURCES);
+	SDP_INC(sk, SDP_CNT_ERR_RESOURCES);
 	ssk->res_ready = false;
 	/* sdp_free_rdma() frees the rest when the id goes away. */
 	return err;
@@ -453,7 +453,7 @@ void sdp_qp_failed(struct sock *sk)
 
 	ssk->qp_error = true;
 	if (!sk->sk_err && sk->sk_state != TCP_CLOSE) {
-		SDP_INC(SDP_CNT_ERR_TRANSPORT);
+		SDP_INC(sk, SDP_CNT_ERR_TRANSPORT);
 		sdp_set_error(sk, ECONNRESET);
 	}
 	sdp_disconnect(ssk);
@@ -501,7 +501,7 @@ static void sdp_wc_error(struct sock *sk, struct ib_wc *wc)
 		 */
 		if (!ssk->disconnect_sent && !sk->sk_err && sdp_established(sk) &&
 		    !(cs & (SDP_CS_DISCONN_RCVD | SDP_CS_ABORTED))) {
-			SDP_INC(SDP_CNT_ERR_TRANSPORT);
+			SDP_INC(sk, SDP_CNT_ERR_TRANSPORT);
 			sdp_set_error(sk, ECONNRESET);
 			sdp_disconnect(ssk);
 		}
@@ -512,10 +512,10 @@ static void sdp_wc_error(struct sock *sk, struct ib_wc *wc)
 		return;
 	if (wc->status == IB_WC_RETRY_EXC_ERR ||
 	    wc->status == IB_WC_RNR_RETRY_EXC_ERR) {
-		SDP_INC(SDP_CNT_ERR_TIMEOUT);
+		SDP_INC(sk, SDP_CNT_ERR_TIMEOUT);
 		sdp_set_error(sk, ETIMEDOUT);
 	} else {
-		SDP_INC(SDP_CNT_ERR_TRANSPORT);
+		SDP_INC(sk, SDP_CNT_ERR_TRANSPORT);
 		sdp_set_error(sk, ECONNRESET);
 	}
 	sdp_disconnect(ssk);

@@ -153,7 +153,7 @@ static struct sdp_buf *sdp_rx_coalesce(struct sdp_sock *ssk, struct sdp_buf *b)
 	if (prev->off == prev->end || prev->end + len > ssk->buf_size)
 		return b;
 	memcpy((u8 *)prev->data + prev->end, (u8 *)b->data + b->off, len);
-	SDP_ADD(SDP_CNT_CPU_COPY_BYTES, len);
+	SDP_ADD(&ssk->sk, SDP_CNT_CPU_COPY_BYTES, len);
 	prev->end += len;
 	b->off = b->end; /* empty: freed and re-posted by the caller */
 	return prev;
@@ -200,7 +200,7 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 		pr_warn_ratelimited("protocol error from peer: receive opcode %d flags 0x%x; resetting the connection\n",
 				    wc->opcode, wc->wc_flags);
 		sdp_core_rx_fail(&ssk->core);
-		SDP_INC(SDP_CNT_ERR_PROTOCOL);
+		SDP_INC(sk, SDP_CNT_ERR_PROTOCOL);
 		sdp_abort(sk);
 		sdp_set_error(sk, ECONNRESET);
 		goto consumed;
@@ -218,12 +218,12 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 				    zs.src_state, zs.src_acked, zs.src_len,
 				    zs.src_sink_stopped ? " stopped" : "",
 				    zs.rsa_left, zs.adv_state);
-		SDP_INC(SDP_CNT_ERR_PROTOCOL);
+		SDP_INC(sk, SDP_CNT_ERR_PROTOCOL);
 		sdp_abort(sk);
 		sdp_set_error(sk, ECONNRESET);
 		goto consumed;
 	}
-	SDP_INC_RX_MID(msg.mid);
+	SDP_INC_RX_MID(sk, msg.mid);
 	ssk->last_rx_jiffies = jiffies;
 	ssk->keepalive_probes = 0;
 
@@ -249,7 +249,7 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 			}
 			WRITE_ONCE(ssk->rcv_nxt, ssk->rcv_nxt + inband);
 		}
-		SDP_ADD(SDP_CNT_RX_BYTES, msg.payload_len);
+		SDP_ADD(sk, SDP_CNT_RX_BYTES, msg.payload_len);
 		if (msg.ack_timer)
 			sdp_arm_ack_timer(sk);
 		sk->sk_data_ready(sk);
@@ -270,7 +270,7 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 		sdp_zc_rx_event(sk, &msg);
 		break;
 	case SDP_RX_ABORT:
-		SDP_INC(SDP_CNT_ERR_RESET);
+		SDP_INC(sk, SDP_CNT_ERR_RESET);
 		sdp_set_error(sk, sk->sk_state == TCP_CLOSE_WAIT ? EPIPE :
 						   ECONNRESET);
 		sdp_disconnect(ssk);
@@ -485,7 +485,7 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 				break;
 			}
 			copied += n;
-			SDP_ADD(SDP_CNT_CPU_COPY_BYTES, n);
+			SDP_ADD(sk, SDP_CNT_CPU_COPY_BYTES, n);
 			if (peek) {
 				peek_seq += n;
 			} else {

@@ -99,7 +99,7 @@ void sdp_tx_watch_work(struct work_struct *work)
 		if ((ssk->tx.tail != ssk->tx.post || ssk->zc_credit_wait ||
 		     sdp_zc_src_offered(ssk)) &&
 		    !sdp_keepalive_probe(sk))
-			SDP_INC(SDP_CNT_PERSIST_PROBES);
+			SDP_INC(sk, SDP_CNT_PERSIST_PROBES);
 		goto out;
 	}
 	deadline = ssk->tx_progress_at +
@@ -111,7 +111,7 @@ void sdp_tx_watch_work(struct work_struct *work)
 	}
 	pr_warn_ratelimited("a send did not complete in %d ms (the peer takes no messages); resetting the connection\n",
 			    READ_ONCE(sysctl_sdp_tx_stall_ms));
-	SDP_INC(SDP_CNT_ERR_TIMEOUT);
+	SDP_INC(sk, SDP_CNT_ERR_TIMEOUT);
 	/* Stop the retries: the stuck work requests flush. */
 	ib_modify_qp(ssk->qp, &attr, IB_QP_STATE);
 	ssk->qp_error = true;
@@ -151,7 +151,7 @@ static int sdp_post_send(struct sdp_sock *ssk, struct sdp_ring *r,
 		if (WARN_ON_ONCE(!virt_addr_valid(b->data)))
 			return -EFAULT;
 		wr.send_flags |= IB_SEND_INLINE;
-		SDP_INC(SDP_CNT_TX_INLINE);
+		SDP_INC(&ssk->sk, SDP_CNT_TX_INLINE);
 	} else {
 		ib_dma_sync_single_for_device(ssk->pd->device, b->dma, len,
 					      DMA_TO_DEVICE);
@@ -201,7 +201,7 @@ int sdp_post_ctl(struct sock *sk, struct ib_send_wr *before, u8 mid, u32 len)
 		return -EIO;
 	}
 	ctl->post++;
-	SDP_INC_TX_MID(mid);
+	SDP_INC_TX_MID(sk, mid);
 	return 0;
 }
 
@@ -234,7 +234,7 @@ int sdp_send_control(struct sock *sk, unsigned int mid)
 	    sdp_close_event(sk, SDP_CLOSE_DISCONN_POSTED))
 		sk->sk_state_change(sk);
 	if (mid == SDP_MID_DATA)
-		SDP_INC(SDP_CNT_CREDIT_UPDATES);
+		SDP_INC(sk, SDP_CNT_CREDIT_UPDATES);
 	return 0;
 }
 
@@ -267,10 +267,10 @@ void sdp_push(struct sock *sk, unsigned int extra_opts)
 		case SDP_TX_POST:
 			break;
 		case SDP_TX_HOLD:
-			SDP_INC(SDP_CNT_NAGLE_HOLDS);
+			SDP_INC(sk, SDP_CNT_NAGLE_HOLDS);
 			goto control;
 		case SDP_TX_NO_CREDIT:
-			SDP_INC(SDP_CNT_CREDIT_STALLS);
+			SDP_INC(sk, SDP_CNT_CREDIT_STALLS);
 			sdp_tx_watch_arm(sk); /* it probes a silent peer */
 			goto control;
 		default:
@@ -288,8 +288,8 @@ void sdp_push(struct sock *sk, unsigned int extra_opts)
 			return;
 		}
 		tx->post++;
-		SDP_INC_TX_MID(SDP_MID_DATA);
-		SDP_ADD(SDP_CNT_TX_BYTES, payload);
+		SDP_INC_TX_MID(sk, SDP_MID_DATA);
+		SDP_ADD(sk, SDP_CNT_TX_BYTES, payload);
 	}
 control:
 	/* Several can be due at once (a zero-copy completion, then SendSM). */
@@ -493,7 +493,7 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 		b->end += n;
 		copied += n;
 		bcopy_budget -= min(bcopy_budget, n);
-		SDP_ADD(SDP_CNT_CPU_COPY_BYTES, n);
+		SDP_ADD(sk, SDP_CNT_CPU_COPY_BYTES, n);
 		ssk->stats.tx_bcopy_bytes += n;
 		ssk->stats.tx_bytes += n;
 		WRITE_ONCE(ssk->snd_queued, ssk->snd_queued + n);
@@ -645,14 +645,14 @@ void sdp_keepalive_work(struct work_struct *work)
 	if (idle < (unsigned long)ssk->keepidle * HZ && !ssk->keepalive_probes) {
 		next = (unsigned long)ssk->keepidle * HZ - idle;
 	} else if (ssk->keepalive_probes >= ssk->keepcnt) {
-		SDP_INC(SDP_CNT_ERR_TIMEOUT);
+		SDP_INC(sk, SDP_CNT_ERR_TIMEOUT);
 		sdp_set_error(sk, ETIMEDOUT);
 		sdp_disconnect(ssk);
 		goto out;
 	} else {
 		/* The last probe still unanswered counts as one more. */
 		if (sdp_keepalive_probe(sk) == 0)
-			SDP_INC(SDP_CNT_KEEPALIVE_PROBES);
+			SDP_INC(sk, SDP_CNT_KEEPALIVE_PROBES);
 		ssk->keepalive_probes++;
 		next = (unsigned long)ssk->keepintvl * HZ;
 	}

@@ -209,7 +209,7 @@ static void sdp_zc_give_up(struct sock *sk, const char *what)
 
 	pr_warn_ratelimited("zero copy: %s timed out; resetting the connection\n",
 			    what);
-	SDP_INC(SDP_CNT_ZC_TIMEOUTS);
+	SDP_INC(sk, SDP_CNT_ZC_TIMEOUTS);
 	sdp_abort(sk);
 	sdp_set_error(sk, ECONNRESET);
 }
@@ -338,7 +338,7 @@ static bool sdp_zc_finish(struct sock *sk, struct sdp_zc_map *map)
 	 */
 	if (!ok && map->mapped && ssk->res_ready) {
 		if (!ssk->qp_error && !sk->sk_err)
-			SDP_INC(SDP_CNT_ZC_TIMEOUTS);
+			SDP_INC(sk, SDP_CNT_ZC_TIMEOUTS);
 		sdp_zc_kill_qp(sk, map, !ssk->qp_error);
 	}
 	sdp_mr_release(sk, map, true);
@@ -522,7 +522,7 @@ static int sdp_zc_offer(struct sock *sk, struct sdp_zc_map *map,
 	err = *timeo ? sock_intr_errno(*timeo) : -EAGAIN;
 	if (!sdp_zc_sink_stopped(ssk)) {
 		sdp_core_src_cancel(&ssk->core);
-		SDP_INC(SDP_CNT_ZC_CANCELS);
+		SDP_INC(sk, SDP_CNT_ZC_CANCELS);
 		sdp_push(sk, 0);
 	}
 	if (!sdp_zc_wait_bounded(sk, sdp_zc_src_ended(ssk), sdp_zc_dead(sk)))
@@ -619,8 +619,8 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 		*copied += sent;
 		WRITE_ONCE(ssk->snd_queued, ssk->snd_queued + sent);
 		WRITE_ONCE(ssk->snd_acked, ssk->snd_acked + sent);
-		SDP_ADD(SDP_CNT_ZC_TX_BYTES, sent);
-		SDP_INC(SDP_CNT_ZC_TX_SEGS);
+		SDP_ADD(sk, SDP_CNT_ZC_TX_BYTES, sent);
+		SDP_INC(sk, SDP_CNT_ZC_TX_SEGS);
 		ssk->stats.zc_tx_bytes += sent;
 		ssk->stats.tx_bytes += sent;
 		ssk->stats.zc_tx_segs++;
@@ -645,8 +645,8 @@ static void sdp_zc_rx_account(struct sock *sk, u32 n)
 
 	WRITE_ONCE(ssk->rcv_nxt, ssk->rcv_nxt + n);
 	WRITE_ONCE(ssk->copied_seq, ssk->copied_seq + n);
-	SDP_ADD(SDP_CNT_ZC_RX_BYTES, n);
-	SDP_INC(SDP_CNT_ZC_RX_SEGS);
+	SDP_ADD(sk, SDP_CNT_ZC_RX_BYTES, n);
+	SDP_INC(sk, SDP_CNT_ZC_RX_SEGS);
 	ssk->stats.zc_rx_bytes += n;
 	ssk->stats.rx_bytes += n;
 	ssk->stats.zc_rx_segs++;
@@ -702,7 +702,7 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 		return 0;
 	if (small && !(flags & MSG_PEEK) &&
 	    ssk->rsa_small_reads >= SDP_ZC_SMALL_READS) {
-		SDP_INC(SDP_CNT_ZC_FALLBACK_SMALL_READS);
+		SDP_INC(sk, SDP_CNT_ZC_FALLBACK_SMALL_READS);
 		goto abandon;
 	}
 	/* A registration must wait for an idle send queue (rxe): a blocking
@@ -905,7 +905,7 @@ again:
 			if (!(sk->sk_shutdown & RCV_SHUTDOWN))
 				err = *timeo ? sock_intr_errno(*timeo) : -EAGAIN;
 			sdp_core_adv_cancel(&ssk->core);
-			SDP_INC(SDP_CNT_ZC_CANCELS);
+			SDP_INC(sk, SDP_CNT_ZC_CANCELS);
 			sdp_push(sk, 0);
 			if (!sdp_zc_wait_bounded(sk, sdp_zc_adv_ended(ssk),
 						 sdp_zc_dead(sk)))

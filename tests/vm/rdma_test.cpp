@@ -17,13 +17,17 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <map>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <sstream>
 #include <string>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -137,6 +141,76 @@ TEST(Counters, ConnectionsMessagesAndBytesAreCounted)
     const auto bufsz = std::stoull(read_file("/proc/sys/net/sdp/buf_size").value_or("16384"));
     EXPECT_GE(counter_delta(before, "tx_data"), 200000u / (bufsz - 16));
     EXPECT_TRUE(eventually([&] { return counter_delta(before, "rx_disconn") >= 2; }));
+}
+
+// /proc/net/sdpstats counts the reader's network namespace only, as
+// /proc/net/snmp does: a container sees nothing of the host's SDP traffic,
+// and its own sockets count in its own namespace.
+unsigned long long fallbacks(const std::map<std::string, unsigned long long>& c)
+{
+    unsigned long long n = 0;
+    for (const auto& [name, value] : c)
+        if (name.rfind("conn_fallback_", 0) == 0)
+            n += value;
+    return n;
+}
+
+TEST(Counters, EachNetworkNamespaceHasItsOwn)
+{
+    {
+        Pair p = connected_pair(kAddrA, 7108);
+        ASSERT_GE(p.server.get(), 0);
+    }
+    const auto host = counters();
+    ASSERT_GT(host.at("conn_established"), 0u);
+    ASSERT_GT(host.at("tx_hello"), 0u);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        // Exit codes: 2 setup failed, 3 a counter not zero, 4 no socket
+        // or no count of its failed connect.
+        if (unshare(CLONE_NEWNET) != 0)
+            _exit(2);
+        const auto fresh = counters();
+        if (fresh.size() != host.size())
+            _exit(2);
+        for (const auto& [name, value] : fresh)
+            if (value != 0)
+                _exit(3);
+        // A fallback connect to a TCP listener on lo goes over TCP (no
+        // route, or rejected: RDMA devices are shared between namespaces),
+        // and its conn_fallback_* counter counts in this namespace.
+        const int ctl = socket(AF_INET, SOCK_DGRAM, 0);
+        ifreq ifr{};
+        std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+        if (ctl < 0 || ioctl(ctl, SIOCGIFFLAGS, &ifr) != 0)
+            _exit(2);
+        ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
+        if (ioctl(ctl, SIOCSIFFLAGS, &ifr) != 0)
+            _exit(2);
+        sockaddr_in to{};
+        to.sin_family = AF_INET;
+        to.sin_port = htons(7109);
+        to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        const int tcp = socket(AF_INET, SOCK_STREAM, 0);
+        if (tcp < 0 || bind(tcp, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0 ||
+            listen(tcp, 1) != 0)
+            _exit(2);
+        const int fd = socket(sdp_family(), SOCK_STREAM, 0);
+        if (fd < 0)
+            _exit(4);
+        const int fallback = SDP_POLICY_FALLBACK;
+        setsockopt(fd, SOL_SDP, SDP_TRANSPORT_POLICY, &fallback, sizeof(fallback));
+        const int rc = connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to));
+        close(fd);
+        _exit(rc == 0 && fallbacks(counters()) == 1 ? 0 : 4);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "2: setup, 3: a counter not zero, 4: no own count";
+    // The namespace's fallback did not count here.
+    EXPECT_EQ(fallbacks(counters()), fallbacks(host));
 }
 
 TEST(Counters, RefusedConnectIsCountedByCause)

@@ -2,7 +2,7 @@
 //
 // Socket helpers for the VM tests over Soft-RoCE (rdma_test, zcopy_test):
 // the test bed's addresses, descriptors closed on scope exit, connected
-// SDP pairs and the family-wide counters of /proc/net/sdpstats.
+// SDP pairs and the counters (of the network namespace) in /proc/net/sdpstats.
 #ifndef SDP_TESTS_VM_SOCKET_UTIL_H
 #define SDP_TESTS_VM_SOCKET_UTIL_H
 
