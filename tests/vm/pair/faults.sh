@@ -53,7 +53,13 @@ sysctl -qw net.sdp.tx_stall_ms=3000
 
 # --- 1. the link goes down for less than the retry budget, then for longer --
 # On hardware, net.sdp.ack_timeout 15 and 7 retries: about 1.1 s of silence
-# ends an RC connection; on rxe, tx_stall_ms (TCP retries for minutes).  The
+# ends an RC connection; on rxe, tx_stall_ms (TCP retries for minutes), and
+# longer where no send is outstanding: a sender whose SrcAvail the peer has
+# not read yet learns of the silence from its persist probe, sent one watch
+# period after the offer and watched for another (2 x tx_stall_ms), and a
+# reader in an RDMA Read waits for its own request at most tx_stall_ms +
+# zcopy_cancel_ms (8 s here).  The long outage exceeds all of them, so the
+# duplex stream fails whatever phase the outage finds it in.  The
 # link fails between the hosts (every frame lost, as when a switch port goes
 # down); the NICs keep their carrier.  Taking a NIC itself down is another
 # fault: the RDMA core deletes its RoCE GIDs (and inet6 its addresses).
@@ -63,7 +69,7 @@ sysctl -qw net.sdp.tx_stall_ms=3000
 # Soft-RoCE takes that drop (NET_XMIT_CN) as a send error that puts the
 # sending QP in the error state, the CM's GSI QP too (Documentation/
 # reliability.md).  rxe's send_err counter must not move.
-for step in short:0.4 long:4; do
+for step in short:0.4 long:10; do
 	name=${step%%:*} down=${step#*:}
 	if [ "$PAIR_ME" = b ]; then
 		port=7301
@@ -105,7 +111,7 @@ for step in short:0.4 long:4; do
 		if [ "$name" = short ]; then
 			check /tmp/faults-link.log 0 ok 120 "link down ${down}s (< retry budget): the stream completes intact"
 		else
-			check /tmp/faults-link.log 0 'ETIMEDOUT|ECONNRESET|EPIPE' 8 "link down ${down}s (> retry budget): the connection fails"
+			check /tmp/faults-link.log 0 'ETIMEDOUT|ECONNRESET|EPIPE' 12 "link down ${down}s (> retry budget): the connection fails"
 		fi
 		pair_mark "link-$name-done"
 		send_err=$(pair_get "link-$name-send-err" 60)
