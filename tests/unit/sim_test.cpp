@@ -2,8 +2,8 @@
 //
 // Two protocol engines connected through the simulated transport of
 // sim_world.h (the kernel glue's rings, send queue, control ring, options,
-// completions and re-posting, modelled in userspace), driven by seeded random
-// workloads.
+// completions and re-posting, modelled in userspace: sim_host.h and
+// sim_wire.h), driven by seeded random workloads.
 //
 // Every run checks, on the fly: no SEND without a posted buffer at the peer
 // (RNR), the core never believes in more credits than the peer really has,
@@ -574,7 +574,7 @@ TEST(SimChecks, CatchEchoDeadlockWithInOrderRelease)
 
 // ---- zero copy -----------------------------------------------------------------
 //
-// The same engines with zero copy as the glue uses it (sim_world.h): big
+// The same engines with zero copy as the glue uses it (sim_host.h): big
 // writes go by SrcAvail + RDMA Read, or by RDMA Write into the reader's
 // SinkAvail, a chunk at a time, a chunk by bcopy when the writer is short of
 // credits; SendSM turns the rest of a write to bcopy (MSG_PEEK, the grace
