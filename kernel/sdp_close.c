@@ -319,6 +319,21 @@ void sdp_maybe_disconnect(struct sock *sk)
 	sk->sk_state_change(sk);
 }
 
+/*
+ * The last step for a socket nobody will use again: a connection that is
+ * not closed yet is reset, then its RDMA resources go (outside the socket
+ * lock: destroying the CM id waits for a running event handler, which
+ * takes it).
+ */
+static void sdp_end_and_destroy(struct sock *sk)
+{
+	lock_sock(sk);
+	if (sk->sk_state != TCP_CLOSE)
+		sdp_abort(sk);
+	release_sock(sk);
+	sdp_destroy_resources(sk);
+}
+
 /* A closed socket whose peer never finished the teardown. */
 void sdp_fin_timeout_work(struct work_struct *work)
 {
@@ -326,11 +341,7 @@ void sdp_fin_timeout_work(struct work_struct *work)
 					    struct sdp_sock, fin_work);
 	struct sock *sk = &ssk->sk;
 
-	lock_sock(sk);
-	if (sk->sk_state != TCP_CLOSE)
-		sdp_abort(sk);
-	release_sock(sk);
-	sdp_destroy_resources(sk);
+	sdp_end_and_destroy(sk);
 	sock_put(sk);
 }
 
@@ -346,11 +357,7 @@ void sdp_destroy_work(struct work_struct *work)
 	struct sdp_sock *ssk = container_of(work, struct sdp_sock, destroy_work);
 	struct sock *sk = &ssk->sk;
 
-	lock_sock(sk);
-	if (sk->sk_state != TCP_CLOSE)
-		sdp_abort(sk);
-	release_sock(sk);
-	sdp_destroy_resources(sk);
+	sdp_end_and_destroy(sk);
 	/* A connection never accepted: nobody else holds it. */
 	if (sdp_child_unlink(sk))
 		sock_put(sk);
