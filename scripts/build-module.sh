@@ -44,7 +44,7 @@ mirror "$top/kernel" "$mirror"
 # the C++ compilation units out of the module's BTF (the C glue keeps its).
 # Kernels without MODULE_PAHOLE_FLAGS (6.1) have no vmlinux in their
 # headers and skip module BTF altogether.
-make -C "$kdir" M="$mirror" SDP_TOP="$top" \
+make -C "$kdir" M="$mirror" SDP_TOP="$top" SDP_STRICT=1 \
 	MODULE_PAHOLE_FLAGS="--lang_exclude=rust,c++,c++03,c++11,c++14" "$@" modules
 
 modroot=$build/modroot-$kver
