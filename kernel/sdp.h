@@ -712,7 +712,7 @@ void sdp_keepalive_work(struct work_struct *work);
 void sdp_keepalive_complete(struct sock *sk, struct ib_wc *wc);
 void sdp_tx_watch_work(struct work_struct *work);
 void sdp_reset_keepalive(struct sock *sk);
-void sdp_arm_ack_timer(struct sock *sk);
+void sdp_arm_ack_timer(struct sock *sk, unsigned int ms);
 void sdp_ack_work(struct work_struct *work);
 
 /* sdp_mr.c */

@@ -138,6 +138,8 @@ void sdp_conn_init(struct sock *sk)
 
 	ssk->buf_size = (u32)READ_ONCE(sysctl_sdp_buf_size);
 	sdp_core_conn_init(&ssk->core, ssk->buf_size, ssk->buf_size);
+	sdp_core_set_timers(&ssk->core, READ_ONCE(sysctl_sdp_ack_delay_ms),
+			    READ_ONCE(sysctl_sdp_zcopy_sink_wait_ms));
 }
 
 /*

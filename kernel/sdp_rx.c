@@ -208,6 +208,9 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 
 	ib_dma_sync_single_for_cpu(ssk->pd->device, b->dma, ssk->buf_size,
 				   DMA_FROM_DEVICE);
+	/* The sysctls in force for the timers this message may start. */
+	sdp_core_set_timers(&ssk->core, READ_ONCE(sysctl_sdp_ack_delay_ms),
+			    READ_ONCE(sysctl_sdp_zcopy_sink_wait_ms));
 	err = sdp_core_on_recv(&ssk->core, b->data, wc->byte_len, &msg);
 	if (err) {
 		struct sdp_core_zc_status zs;
@@ -250,8 +253,8 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 			WRITE_ONCE(ssk->rcv_nxt, ssk->rcv_nxt + inband);
 		}
 		SDP_ADD(sk, SDP_CNT_RX_BYTES, msg.payload_len);
-		if (msg.ack_timer)
-			sdp_arm_ack_timer(sk);
+		if (msg.ack_timer_ms)
+			sdp_arm_ack_timer(sk, msg.ack_timer_ms);
 		sk->sk_data_ready(sk);
 		break;
 	case SDP_RX_DISCONN:

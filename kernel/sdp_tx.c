@@ -527,17 +527,17 @@ do_error:
  * until we acknowledge it (Nagle, see the core's tx_verdict).  Our own
  * traffic or a reader waiting for more acknowledges it sooner; this timer
  * bounds the wait for a reader that does neither (epoll, a busy
- * application), as TCP's delayed ACK does.
+ * application), as TCP's delayed ACK does.  The core says when and for how
+ * long (ack_delay_ms, sdp_core_set_timers()).
  */
-void sdp_arm_ack_timer(struct sock *sk)
+void sdp_arm_ack_timer(struct sock *sk, unsigned int ms)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 
 	sock_owned_by_me(sk);
 
 	sock_hold(sk);
-	if (!queue_delayed_work(sdp_wq, &ssk->ack_work,
-				msecs_to_jiffies(READ_ONCE(sysctl_sdp_ack_delay_ms))))
+	if (!queue_delayed_work(sdp_wq, &ssk->ack_work, msecs_to_jiffies(ms)))
 		sock_put(sk); /* already pending */
 }
 

@@ -949,13 +949,13 @@ done:
 static void sdp_zc_grace_arm(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
+	unsigned int ms;
 
 	sock_owned_by_me(sk);
 
-	sdp_core_rsa_grace_start(&ssk->core);
+	ms = sdp_core_rsa_grace_start(&ssk->core);
 	sock_hold(sk);
-	if (!mod_delayed_work(sdp_wq, &ssk->zc_grace_work,
-			      msecs_to_jiffies(READ_ONCE(sysctl_sdp_zcopy_sink_wait_ms))))
+	if (!mod_delayed_work(sdp_wq, &ssk->zc_grace_work, msecs_to_jiffies(ms)))
 		return;
 	sock_put(sk); /* it was pending and held a reference */
 }

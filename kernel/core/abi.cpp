@@ -39,6 +39,11 @@ void sdp_core_conn_init(sdp_core_conn* c, unsigned int rx_buf_size, unsigned int
     connection->init(rx_buf_size, tx_buf_size);
 }
 
+void sdp_core_set_timers(sdp_core_conn* c, unsigned int ack_delay_ms, unsigned int zc_grace_ms)
+{
+    conn(c)->set_timers(ack_delay_ms, zc_grace_ms);
+}
+
 const char* sdp_core_err_name(int err)
 {
     switch (err < 0 ? -err : err) {
@@ -194,9 +199,9 @@ void sdp_core_rsa_abandon(sdp_core_conn* c)
     conn(c)->rsa_abandon();
 }
 
-void sdp_core_rsa_grace_start(sdp_core_conn* c)
+unsigned int sdp_core_rsa_grace_start(sdp_core_conn* c)
 {
-    conn(c)->rsa_grace_start();
+    return conn(c)->rsa_grace_start();
 }
 
 int sdp_core_rsa_grace_end(sdp_core_conn* c, int reader_busy)

@@ -66,6 +66,14 @@ void Connection::init(u32 rx_buf_size, u32 tx_buf_size)
     tx_buf_size_ = tx_buf_size;
 }
 
+void Connection::set_timers(u32 ack_delay_ms, u32 zc_grace_ms)
+{
+    if (ack_delay_ms != 0)
+        ack_delay_ms_ = ack_delay_ms;
+    if (zc_grace_ms != 0)
+        zc_grace_ms_ = zc_grace_ms;
+}
+
 void Connection::start(const wire::Bsdh& peer, u16 advertised)
 {
     credits_.start(peer, advertised);
@@ -397,7 +405,7 @@ int Connection::rx_checked(const u8* buf, u32 byte_len, sdp_core_rx* out)
         // when one becomes owed.
         if (msg.payload_len != 0 && msg.payload_len < rx_buf_size_ - kBsdh && !ack_owed_) {
             ack_owed_ = true;
-            out->ack_timer = 1;
+            out->ack_timer_ms = ack_delay_ms_;
         }
         return 0;
     case wire::Mid::kDisConn:

@@ -21,6 +21,7 @@ namespace sdp {
 class Connection {
   public:
     void init(u32 rx_buf_size, u32 tx_buf_size);
+    void set_timers(u32 ack_delay_ms, u32 zc_grace_ms);
 
     int build_hello(u8* buf, u32 size, u16 posted_rx, u16 local_port, bool ipv6);
     int on_hello_ack(const u8* buf, u32 size);
@@ -48,7 +49,11 @@ class Connection {
     int rd_start(u32 n);
     void rd_done(u32 n);
     void rsa_abandon();
-    void rsa_grace_start() { rsa_.grace_mark = rsa_.vaddr + rsa_.read; }
+    u32 rsa_grace_start()
+    {
+        rsa_.grace_mark = rsa_.vaddr + rsa_.read;
+        return zc_grace_ms_;
+    }
     int rsa_grace_end(bool reader_busy);
     void set_reader_waiting(bool waiting) { reader_waiting_ = waiting; }
     int tx_sink_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 posted_rx);
@@ -125,6 +130,9 @@ class Connection {
     u32 sends_in_flight_ = 0;               // every SEND not completed yet
     u32 sends_since_payload_ = 0xffffffffu; // SENDs posted after the last payload
     u32 state_ = 0;                         // SDP_CS_*
+    // Timer durations (set_timers): the host runs the timers, we say when.
+    u32 ack_delay_ms_ = SDP_CORE_ACK_DELAY_MS;
+    u32 zc_grace_ms_ = SDP_CORE_ZC_GRACE_MS;
     // Passive side: the peer's Hello until our HelloAck goes out.
     wire::Bsdh peer_hello_{};
     bool have_peer_hello_ = false;

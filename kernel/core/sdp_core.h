@@ -44,6 +44,23 @@ struct sdp_core_conn {
 void sdp_core_conn_init(struct sdp_core_conn *c, unsigned int rx_buf_size,
 			unsigned int tx_buf_size);
 
+/*
+ * Protocol timers.  The core decides when one starts and for how long; the
+ * host runs a timer for the milliseconds a call returns and reports its
+ * end (sdp_core_ack_request(), sdp_core_rsa_grace_end()).  The durations
+ * are the host's configuration; a change applies to the timers started
+ * after it.  Until set: SDP_CORE_ACK_DELAY_MS and SDP_CORE_ZC_GRACE_MS.
+ *   ack_delay_ms  longest wait before a received partial message is
+ *                 acknowledged (TCP's delayed ACK)
+ *   zc_grace_ms   longest wait without read progress for the peer's
+ *                 SrcAvail before it is given up (SendSM)
+ * A zero keeps the current value.
+ */
+#define SDP_CORE_ACK_DELAY_MS 4
+#define SDP_CORE_ZC_GRACE_MS 200
+void sdp_core_set_timers(struct sdp_core_conn *c, unsigned int ack_delay_ms,
+			 unsigned int zc_grace_ms);
+
 /* Errors returned by the calls below (negated as they are, never errno). */
 enum sdp_core_err {
 	SDP_CORE_OK = 0,
@@ -155,8 +172,9 @@ struct sdp_core_rx {
 	unsigned int payload_off; /* payload bytes at buf + payload_off */
 	unsigned int payload_len;
 	int urgent; /* the last payload byte is urgent (MSG_OOB) */
-	int ack_timer; /* an acknowledgement became owed: arm the delayed-ack
-			* timer, which calls sdp_core_ack_request() */
+	unsigned int ack_timer_ms; /* an acknowledgement became owed: run the
+				    * delayed-ack timer this long, then call
+				    * sdp_core_ack_request() (0: no timer) */
 	unsigned int zc_bytes; /* SDP_RX_ZCOPY: bytes the message reports
 				* (SrcAvail, RdmaRdCompl, RdmaWrCompl) */
 };
@@ -388,9 +406,10 @@ int sdp_core_rd_start(struct sdp_core_conn *c, unsigned int n);
 void sdp_core_rd_done(struct sdp_core_conn *c, unsigned int n);
 void sdp_core_rsa_abandon(struct sdp_core_conn *c);
 /*
- * The grace period of the peer's offer (net.sdp.zcopy_sink_wait_ms): the
- * host starts it when a SrcAvail arrives and when it ends without a
- * verdict, and asks at its end.  An offer nobody reads over a whole
+ * The grace period of the peer's offer (zc_grace_ms, sdp_core_set_timers):
+ * the host starts it when a SrcAvail arrives and when it ends without a
+ * verdict, runs a timer for the milliseconds grace_start() returns, and
+ * asks at its end.  An offer nobody reads over a whole
  * period is given up (SendSM: the rest comes by bcopy), so a sender never
  * blocks on a receiver that is not reading, where TCP's send would have
  * returned.  reader_busy: a recvmsg is at work on the socket.
@@ -400,7 +419,7 @@ enum sdp_core_grace {
 	SDP_GRACE_AGAIN = 1,	 /* being read: start another period */
 	SDP_GRACE_ABANDONED = 2, /* given up: SendSM is due */
 };
-void sdp_core_rsa_grace_start(struct sdp_core_conn *c);
+unsigned int sdp_core_rsa_grace_start(struct sdp_core_conn *c);
 int sdp_core_rsa_grace_end(struct sdp_core_conn *c, int reader_busy);
 void sdp_core_set_reader_waiting(struct sdp_core_conn *c, int waiting);
 

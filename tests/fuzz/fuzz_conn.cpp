@@ -881,7 +881,8 @@ void Harness::accepted(int s, const Bytes& msg, const sdp_core_rx& rx, u32 state
     d.accepted++;
     d.last_bufs = m.bsdh.bufs;
     CHECK(sdp_core_tx_credits(&d.conn) <= m.bsdh.bufs);
-    CHECK(rx.kind <= SDP_RX_ZCOPY && (rx.ack_timer == 0 || rx.ack_timer == 1));
+    CHECK(rx.kind <= SDP_RX_ZCOPY &&
+          (rx.ack_timer_ms == 0 || rx.ack_timer_ms == SDP_CORE_ACK_DELAY_MS));
     bool free_now = true;
     switch (rx.kind) {
     case SDP_RX_DATA: {
@@ -975,7 +976,7 @@ void Harness::accepted(int s, const Bytes& msg, const sdp_core_rx& rx, u32 state
     }
     if (free_now)
         d.rx_empty++;
-    if (rx.ack_timer != 0 && (in_.byte() & 3) == 0)
+    if (rx.ack_timer_ms != 0 && (in_.byte() & 3) == 0)
         sdp_core_ack_request(&d.conn); // the delayed-ack timer fires
 }
 

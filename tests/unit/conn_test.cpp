@@ -480,7 +480,8 @@ TEST_F(ConnTx, NagleHoldsSmallDataUntilThePeerAcknowledges)
 {
     sdp_core_rx rx{};
     ASSERT_RC(Pair::Send(A(), P(), SDP_MID_DATA, 1, &rx), 0);
-    EXPECT_EQ(rx.ack_timer, 1) << "a partial message makes an acknowledgement owed";
+    EXPECT_EQ(rx.ack_timer_ms, unsigned{SDP_CORE_ACK_DELAY_MS})
+        << "a partial message makes an acknowledgement owed";
     sdp_core_tx_done(A(), SDP_MID_DATA);
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, 0), SDP_TX_HOLD) << "completed, not acknowledged";
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, SDP_TXO_NODELAY), SDP_TX_POST);
@@ -498,9 +499,9 @@ TEST_F(ConnTx, PeerDataCarriesTheAcknowledgement)
 {
     sdp_core_rx rx{};
     ASSERT_RC(Pair::Send(A(), P(), SDP_MID_DATA, 10, &rx), 0);
-    ASSERT_EQ(rx.ack_timer, 1);
+    ASSERT_EQ(rx.ack_timer_ms, unsigned{SDP_CORE_ACK_DELAY_MS});
     ASSERT_RC(Pair::Send(A(), P(), SDP_MID_DATA, 10, &rx), 0);
-    EXPECT_EQ(rx.ack_timer, 0) << "already owed: the timer is armed";
+    EXPECT_EQ(rx.ack_timer_ms, 0u) << "already owed: the timer is armed";
     sdp_core_tx_done(A(), SDP_MID_DATA);
     sdp_core_tx_done(A(), SDP_MID_DATA);
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, 0), SDP_TX_HOLD);
@@ -511,15 +512,31 @@ TEST_F(ConnTx, PeerDataCarriesTheAcknowledgement)
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, 0), SDP_TX_POST);
 }
 
+// The host's ack delay is the timer the core asks for, from the next
+// acknowledgement owed; zero keeps the value in force.
+TEST_F(ConnTx, TheDelayedAckTimerRunsForTheConfiguredDelay)
+{
+    sdp_core_rx rx{};
+    sdp_core_set_timers(P(), 40, 0);
+    ASSERT_RC(Pair::Send(A(), P(), SDP_MID_DATA, 1, &rx), 0);
+    EXPECT_EQ(rx.ack_timer_ms, 40u);
+    sdp_core_set_timers(P(), 7, 0);
+    ASSERT_RC(Pair::Send(A(), P(), SDP_MID_DATA, 1, &rx), 0);
+    EXPECT_EQ(rx.ack_timer_ms, 0u) << "owed already: the running timer covers it";
+    ASSERT_RC(Pair::Send(P(), A(), SDP_MID_DATA, 3, &rx), 0); // acknowledges
+    ASSERT_RC(Pair::Send(A(), P(), SDP_MID_DATA, 1, &rx), 0);
+    EXPECT_EQ(rx.ack_timer_ms, 7u);
+}
+
 TEST_F(ConnTx, FullMessagesOweNoAcknowledgement)
 {
     sdp_core_rx rx{};
     ASSERT_RC(Pair::Send(A(), P(), SDP_MID_DATA, Seg(), &rx), 0);
-    EXPECT_EQ(rx.ack_timer, 0);
+    EXPECT_EQ(rx.ack_timer_ms, 0u);
     sdp_core_ack_request(P());
     EXPECT_EQ(sdp_core_control_due(P(), 0, 8), 0);
     ASSERT_RC(Pair::Send(A(), P(), SDP_MID_DATA, 0, &rx), 0);
-    EXPECT_EQ(rx.ack_timer, 0) << "a credit update is not data to acknowledge";
+    EXPECT_EQ(rx.ack_timer_ms, 0u) << "a credit update is not data to acknowledge";
 }
 
 TEST_F(ConnTx, NodelayAndPushOverrideNagle)

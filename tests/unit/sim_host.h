@@ -816,7 +816,7 @@ inline void World::rx_complete(int s)
         d.unread += rx.payload_len;
         d.rx_bytes += rx.payload_len;
         d.rx_stream += rx.payload_len;
-        if (rx.ack_timer != 0)
+        if (rx.ack_timer_ms != 0)
             d.ack_timer = true;
         if (d.offer.present)
             fail(d.name + ": Data accepted while the SrcAvail before it is not over");

@@ -148,7 +148,9 @@ TEST_F(Zcopy, GracePeriodGivesUpAnOfferOnlyWhenNothingWasRead)
     EXPECT_EQ(sdp_core_rsa_grace_end(B(), 0), SDP_GRACE_NONE); // no offer
     sdp_core_rx rx{};
     ASSERT_EQ(Deliver(B(), SrcAvail(A(), 10000), &rx), 0);
-    sdp_core_rsa_grace_start(B());
+    EXPECT_EQ(sdp_core_rsa_grace_start(B()), unsigned{SDP_CORE_ZC_GRACE_MS});
+    sdp_core_set_timers(B(), 0, 5000);
+    EXPECT_EQ(sdp_core_rsa_grace_start(B()), 5000u) << "the host's period";
     // Read a piece during the period: another period.
     ASSERT_EQ(sdp_core_rd_start(B(), 4000), 0);
     EXPECT_EQ(sdp_core_rsa_grace_end(B(), 0), SDP_GRACE_AGAIN); // read in flight
