@@ -650,6 +650,7 @@ extern struct proto sdp_proto;
 
 /* sdp_close.c */
 bool sdp_close_event(struct sock *sk, unsigned int ev);
+int sdp_core_errno(const struct sock *sk, int core_err);
 void sdp_set_error(struct sock *sk, int err);
 void sdp_abort(struct sock *sk);
 void sdp_abort_children(struct sock *listener);

@@ -66,6 +66,33 @@ bool sdp_close_event(struct sock *sk, unsigned int ev)
 
 /* ---- reset ------------------------------------------------------------------ */
 
+/*
+ * The -errno for a core error (-enum sdp_core_err), as TCP reports the same
+ * event.  A peer that breaks the protocol gets its connection reset, which
+ * its user sees as a refusal while connecting (a TCP RST answering the SYN)
+ * and as a reset after; a call the connection's state no longer allows
+ * means it is closing or dead (EPIPE); a message too long for the peer's
+ * buffers is EMSGSIZE; an output buffer too small, ENOBUFS.
+ */
+int sdp_core_errno(const struct sock *sk, int core_err)
+{
+	switch (core_err < 0 ? -core_err : core_err) {
+	case SDP_CORE_OK:
+		return 0;
+	case SDP_CORE_EMALFORMED:
+	case SDP_CORE_EVERSION:
+	case SDP_CORE_EPROTO:
+	case SDP_CORE_ESEQUENCE:
+		return sk->sk_state == TCP_SYN_SENT ? -ECONNREFUSED : -ECONNRESET;
+	case SDP_CORE_ETOOBIG:
+		return -EMSGSIZE;
+	case SDP_CORE_ENOROOM:
+		return -ENOBUFS;
+	default: /* SDP_CORE_ESTATE */
+		return -EPIPE;
+	}
+}
+
 /* A connection error: report it to the socket like TCP does. */
 void sdp_set_error(struct sock *sk, int err)
 {

@@ -269,7 +269,7 @@ static int sdp_cm_route_resolved(struct sock *sk, struct rdma_cm_id *id)
 				   (u16)sdp_rx_posted(ssk), sdp_local_port(id),
 				   id->route.addr.src_addr.ss_family == AF_INET6);
 	if (len < 0)
-		return -EINVAL;
+		return sdp_core_errno(sk, len);
 	SDP_INC_TX_MID(sk, SDP_MID_HELLO);
 	param.private_data = hello;
 	param.private_data_len = len;
@@ -320,7 +320,7 @@ static int sdp_cm_established_active(struct sock *sk, struct rdma_cm_event *ev)
 		pr_warn_ratelimited("bad HelloAck from peer: %s\n",
 				    sdp_core_err_name(err));
 		SDP_INC(sk, SDP_CNT_ERR_PROTOCOL);
-		return -ECONNREFUSED;
+		return sdp_core_errno(sk, err);
 	}
 	SDP_INC_RX_MID(sk, SDP_MID_HELLO_ACK);
 	SDP_INC(sk, SDP_CNT_CONN_ESTABLISHED);

@@ -202,7 +202,7 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 		sdp_core_rx_fail(&ssk->core);
 		SDP_INC(sk, SDP_CNT_ERR_PROTOCOL);
 		sdp_abort(sk);
-		sdp_set_error(sk, ECONNRESET);
+		sdp_set_error(sk, -sdp_core_errno(sk, -SDP_CORE_EPROTO));
 		goto consumed;
 	}
 
@@ -223,7 +223,7 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 				    zs.rsa_left, zs.adv_state);
 		SDP_INC(sk, SDP_CNT_ERR_PROTOCOL);
 		sdp_abort(sk);
-		sdp_set_error(sk, ECONNRESET);
+		sdp_set_error(sk, -sdp_core_errno(sk, err));
 		goto consumed;
 	}
 	SDP_INC_RX_MID(sk, msg.mid);

@@ -485,7 +485,7 @@ static int sdp_zc_offer(struct sock *sk, struct sdp_zc_map *map,
 	if (*too_big)
 		return 0;
 	if (len < 0)
-		return -EPIPE;
+		return sdp_core_errno(sk, len);
 	map->reg_posted = true;
 	if (sdp_post_ctl(sk, &reg->wr, SDP_MID_SRC_AVAIL, len))
 		return -EPIPE;
