@@ -376,10 +376,7 @@ struct sdp_sock {
 	struct sdp_zc_orphan zc_orphan[2]; /* for teardown, see the type */
 	u32 zc_max_pages;
 	int zcopy_thresh;   /* -1: net.sdp.zcopy_thresh; WRITE_ONCE */
-	u32 rsa_avail;	    /* bytes of the peer's SrcAvail not read yet */
-	u8 sink_skip;	    /* receives to go without a SinkAvail */
-	u8 rsa_small_reads; /* reads below the threshold from this offer */
-	u8 sink_misses;	    /* SinkAvails in a row that got no RDMA Write */
+	u32 rsa_avail;	    /* sdp_core_rsa_left(), for lockless readers */
 	struct sdp_sock_stats stats;
 
 	/* Stream positions (bytes), for SIOCINQ/SIOCOUTQ and urgent data.

@@ -54,11 +54,6 @@ int sdp_zc_thresh(const struct sdp_sock *ssk)
 	return t >= 0 ? t : READ_ONCE(sysctl_sdp_zcopy_thresh);
 }
 
-static void sdp_zc_query(struct sdp_sock *ssk, struct sdp_core_zc_status *st)
-{
-	sdp_core_zc_query(&ssk->core, st);
-}
-
 /* Wake every waiter, the uninterruptible ones of this file included. */
 void sdp_zc_wake(struct sock *sk)
 {
@@ -349,10 +344,7 @@ static bool sdp_zc_finish(struct sock *sk, struct sdp_zc_map *map)
 
 static bool sdp_zc_src_ended(struct sdp_sock *ssk)
 {
-	struct sdp_core_zc_status st;
-
-	sdp_zc_query(ssk, &st);
-	return st.src_state == SDP_ZC_DONE;
+	return sdp_core_src_end(&ssk->core, NULL) > SDP_SRC_PENDING;
 }
 
 /*
@@ -361,21 +353,9 @@ static bool sdp_zc_src_ended(struct sdp_sock *ssk)
  */
 bool sdp_zc_src_offered(struct sdp_sock *ssk)
 {
-	struct sdp_core_zc_status st;
-
 	sock_owned_by_me(&ssk->sk);
 
-	sdp_zc_query(ssk, &st);
-	return st.src_state == SDP_ZC_ACTIVE ||
-	       st.src_state == SDP_ZC_CANCELLING;
-}
-
-static bool sdp_zc_sink_stopped(struct sdp_sock *ssk)
-{
-	struct sdp_core_zc_status st;
-
-	sdp_zc_query(ssk, &st);
-	return st.src_sink_stopped;
+	return sdp_core_src_end(&ssk->core, NULL) == SDP_SRC_PENDING;
 }
 
 static bool sdp_zc_can_offer(struct sdp_sock *ssk)
@@ -388,10 +368,7 @@ static bool sdp_zc_can_offer(struct sdp_sock *ssk)
 
 static bool sdp_zc_wr_compl_posted(struct sdp_sock *ssk)
 {
-	struct sdp_core_zc_status st;
-
-	sdp_zc_query(ssk, &st);
-	return !st.wr_compl_pending;
+	return !sdp_core_wr_compl_pending(&ssk->core);
 }
 
 /*
@@ -514,14 +491,14 @@ static int sdp_zc_offer(struct sock *sk, struct sdp_zc_map *map,
 		remove_wait_queue(sk_sleep(sk), &wait);
 	}
 	/*
-	 * A signal or the send timeout: take the offer back, if a SendSM has
-	 * not already.  The sink answers with SendSM after reporting what it
-	 * read; that much was sent.  That answer is awaited, ignoring further
-	 * signals, at most zcopy_cancel_ms.
+	 * A signal or the send timeout: take the offer back, unless a
+	 * cancel is on its way already (a SendSM asked for it).  The sink
+	 * answers with SendSM after reporting what it read; that much was
+	 * sent.  That answer is awaited, ignoring further signals, at most
+	 * zcopy_cancel_ms.
 	 */
 	err = *timeo ? sock_intr_errno(*timeo) : -EAGAIN;
-	if (!sdp_zc_sink_stopped(ssk)) {
-		sdp_core_src_cancel(&ssk->core);
+	if (sdp_core_src_cancel(&ssk->core)) {
 		SDP_INC(sk, SDP_CNT_ZC_CANCELS);
 		sdp_push(sk, 0);
 	}
@@ -544,12 +521,12 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct sdp_zc_map *map = &ssk->zc[SDP_ZC_TX];
 	enum sdp_zc_next next = SDP_ZC_NEXT_ZCOPY;
-	struct sdp_core_zc_status st;
 	struct sdp_core_zc zc;
 	struct ib_reg_wr reg;
 	bool too_big = false;
 	size_t want;
 	u32 sent = 0;
+	int end;
 
 	sock_owned_by_me(sk);
 
@@ -579,9 +556,8 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 
 	want = min_t(size_t, msg_data_left(msg), READ_ONCE(sysctl_sdp_zcopy_chunk));
 	want = min_t(size_t, want, SDP_ZC_MAX_LEN);
-	sdp_zc_query(ssk, &st);
-	if (st.psink_usable)
-		want = min_t(size_t, want, st.psink_len);
+	if (sdp_core_sink_len(&ssk->core))
+		want = min_t(size_t, want, sdp_core_sink_len(&ssk->core));
 	next = SDP_ZC_NEXT_BCOPY_REST; /* unless registered */
 	if (sdp_mr_collect(ssk, map, &msg->msg_iter, want, false) < 0)
 		goto out;
@@ -601,11 +577,10 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 		reg.access = IB_ACCESS_REMOTE_READ;
 		map->remote = true;
 		*err = sdp_zc_offer(sk, map, &reg, timeo, &too_big);
-		sdp_zc_query(ssk, &st);
-		sent = st.src_acked;
+		end = sdp_core_src_end(&ssk->core, &sent);
 		if (too_big) {
 			next = SDP_ZC_NEXT_BCOPY_REST;
-		} else if (!*err && st.src_sink_stopped && sent < map->len) {
+		} else if (!*err && end == SDP_SRC_STOPPED) {
 			SDP_INC_SK(ssk, SDP_CNT_ZC_FALLBACK_SEND_SM, fallback_send_sm);
 			next = SDP_ZC_NEXT_BCOPY_REST;
 		}
@@ -652,37 +627,30 @@ static void sdp_zc_rx_account(struct sock *sk, u32 n)
 	ssk->stats.zc_rx_segs++;
 }
 
+/* The mirror of the offer's unread bytes, for lockless readers (poll). */
 static void sdp_zc_sync_rsa(struct sdp_sock *ssk)
 {
-	struct sdp_core_zc_status st;
-
-	sdp_zc_query(ssk, &st);
-	WRITE_ONCE(ssk->rsa_avail, st.rsa_left);
+	WRITE_ONCE(ssk->rsa_avail, sdp_core_rsa_left(&ssk->core));
 }
 
 /*
  * The next unread bytes are the peer's SrcAvail: RDMA-read up to len -
- * *copied of them straight into the application's buffer.  MSG_PEEK gives
- * the offer up instead (SendSM: the source sends the bytes by bcopy), as
- * does a buffer that cannot be registered, and a reader of small pieces
- * (SDP_ZC_SMALL_READS).  Returns the bytes read (0 if none) or a negative
- * errno if the connection failed.
+ * *copied of them straight into the application's buffer, unless the core
+ * says to give the offer up (SendSM: the source sends the bytes by bcopy):
+ * MSG_PEEK, a reader of small pieces (sdp_core_rsa_next()), as does a
+ * buffer that cannot be registered.  Small reads are limited because each
+ * costs a registration, a round trip and an RdmaRdCompl: a header read
+ * before its body is worth that, a stream read in small pieces is not (1 to
+ * 100-byte reads of a 1 MiB offer took two minutes across a link, where
+ * bcopy takes under a second).  Returns the bytes read (0 if none) or a
+ * negative errno if the connection failed.
  */
-/*
- * Receives smaller than the zero-copy threshold that one offer serves by
- * RDMA Read; the next gives it up.  Each read costs a registration, a round
- * trip and an RdmaRdCompl: a header read before its body is worth that, a
- * stream read in small pieces is not (1 to 100-byte reads of a 1 MiB offer
- * took two minutes across a link, where bcopy takes under a second).
- */
-#define SDP_ZC_SMALL_READS 4
-
 int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 		      int flags, size_t *copied)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct sdp_zc_map *map = &ssk->zc[SDP_ZC_RX];
-	struct sdp_core_zc_status st;
+	struct sdp_core_zc offer;
 	struct ib_send_wr inv;
 	struct ib_rdma_wr rd = {};
 	struct ib_reg_wr reg;
@@ -697,22 +665,29 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 
 	if (sdp_zc_dead(sk))
 		return -EPIPE;
-	sdp_zc_query(ssk, &st);
-	if (!st.rsa_left || st.rsa_reading || ssk->rx_busy)
+	if (ssk->rx_busy)
 		return 0;
-	if (small && !(flags & MSG_PEEK) &&
-	    ssk->rsa_small_reads >= SDP_ZC_SMALL_READS) {
+	switch (sdp_core_rsa_next(&ssk->core,
+				  ((flags & MSG_PEEK) ? SDP_RSA_PEEK : 0) |
+				  (small ? SDP_RSA_SMALL : 0), &offer)) {
+	case SDP_RSA_READ:
+		break;
+	case SDP_RSA_GIVE_UP_PEEK:
+		SDP_INC_SK(ssk, SDP_CNT_ZC_FALLBACK_PEEK, fallback_peek);
+		goto abandon;
+	case SDP_RSA_GIVE_UP_SMALL:
 		SDP_INC(sk, SDP_CNT_ZC_FALLBACK_SMALL_READS);
 		goto abandon;
+	default:
+		return 0;
 	}
 	/* A registration must wait for an idle send queue (rxe): a blocking
 	 * reader waited in sdp_zc_recv_sq_wait(); a non-blocking one never
 	 * sleeps, so the bytes come by bcopy.
 	 */
-	if ((flags & MSG_PEEK) || !ssk->zc_max_pages ||
-	    (ssk->reg_idle_sq && !sdp_sq_idle(ssk)))
+	if (!ssk->zc_max_pages || (ssk->reg_idle_sq && !sdp_sq_idle(ssk)))
 		goto abandon;
-	want = min3((size_t)st.rsa_left, len - *copied,
+	want = min3((size_t)offer.len, len - *copied,
 		    (size_t)READ_ONCE(sysctl_sdp_zcopy_chunk));
 	if (sdp_mr_collect(ssk, map, &msg->msg_iter, want, true) < 0)
 		goto abandon;
@@ -735,8 +710,8 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 	rd.wr.wr_id = SDP_WR_ID(SDP_WR_ZC, SDP_ZC_WR_RDMA | map->which);
 	rd.wr.sg_list = &sge;
 	rd.wr.num_sge = 1;
-	rd.remote_addr = st.rsa_vaddr;
-	rd.rkey = st.rsa_rkey;
+	rd.remote_addr = offer.vaddr;
+	rd.rkey = offer.rkey;
 	sdp_mr_inv_wr(ssk, map, &inv);
 	reg.wr.next = &rd.wr;
 	rd.wr.next = &inv;
@@ -767,13 +742,9 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 	iov_iter_advance(&msg->msg_iter, want);
 	*copied += want;
 	sdp_zc_rx_account(sk, want);
-	if (small)
-		ssk->rsa_small_reads++;
 	return want;
 
 abandon:
-	if (flags & MSG_PEEK)
-		SDP_INC_SK(ssk, SDP_CNT_ZC_FALLBACK_PEEK, fallback_peek);
 	sdp_core_rsa_abandon(&ssk->core);
 	sdp_zc_sync_rsa(ssk);
 	sdp_push(sk, 0); /* SendSM */
@@ -801,10 +772,7 @@ int sdp_zc_recv_sq_wait(struct sock *sk)
 
 static bool sdp_zc_adv_ended(struct sdp_sock *ssk)
 {
-	struct sdp_core_zc_status st;
-
-	sdp_zc_query(ssk, &st);
-	return st.adv_state == SDP_ZC_DONE;
+	return sdp_core_adv_end(&ssk->core, NULL) == SDP_ADV_ENDED;
 }
 
 /*
@@ -817,15 +785,13 @@ static bool sdp_zc_adv_ended(struct sdp_sock *ssk)
  * or a negative errno (a signal or the timeout with nothing written).
  *
  * Receivers that keep getting their data by bcopy (small writers) stop
- * advertising for a while: the registration and the extra messages would
- * only cost them latency.
+ * advertising for a while (sdp_core_adv_try()).
  */
 int sdp_zc_recv_advertise(struct sock *sk, struct msghdr *msg, size_t len,
 			  long *timeo, size_t *copied)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct sdp_zc_map *map = &ssk->zc[SDP_ZC_RX];
-	struct sdp_core_zc_status st;
 	struct sdp_core_zc zc;
 	struct ib_reg_wr reg;
 	struct sdp_buf *b;
@@ -851,13 +817,10 @@ again:
 	    !sdp_zc_can_offer(ssk) || ssk->rcv_nxt != ssk->copied_seq ||
 	    ssk->urg_state == SDP_URG_VALID)
 		return 0;
-	sdp_zc_query(ssk, &st);
-	if (st.rsa_left || st.adv_state != SDP_ZC_IDLE)
+	if (sdp_core_rsa_left(&ssk->core) ||
+	    sdp_core_adv_end(&ssk->core, NULL) != SDP_ADV_NONE ||
+	    !sdp_core_adv_try(&ssk->core))
 		return 0;
-	if (ssk->sink_skip) {
-		ssk->sink_skip--;
-		return 0;
-	}
 	if (ssk->reg_idle_sq && !sdp_sq_idle(ssk)) {
 		if (sdp_zc_wait_sq_idle(sk))
 			return 0;
@@ -920,21 +883,16 @@ again:
 	}
 done:
 	sdp_zc_finish(sk, map);
-	sdp_zc_query(ssk, &st);
-	written = st.adv_written;
-	sdp_core_adv_release(&ssk->core);
+	sdp_core_adv_end(&ssk->core, &written);
+	sdp_core_adv_release(&ssk->core); /* a hit or a miss for adv_try */
 	ssk->rx_busy = false;
 	sdp_zc_wake(sk);
 	if (written) {
-		ssk->sink_misses = 0;
 		iov_iter_advance(&msg->msg_iter, written);
 		*copied += written;
 		sdp_zc_rx_account(sk, written);
 		return written;
 	}
-	if (ssk->sink_misses < 6)
-		ssk->sink_misses++;
-	ssk->sink_skip = (1u << ssk->sink_misses) - 1;
 	return err;
 }
 
@@ -995,7 +953,6 @@ void sdp_zc_rx_event(struct sock *sk, const struct sdp_core_rx *msg)
 
 	switch (msg->mid) {
 	case SDP_MID_SRC_AVAIL:
-		ssk->rsa_small_reads = 0;
 		sdp_zc_sync_rsa(ssk);
 		if (ssk->rsa_avail) {
 			sdp_zc_grace_arm(sk);

@@ -169,9 +169,9 @@ int sdp_core_tx_src_avail(sdp_core_conn* c, unsigned char* hdr, unsigned int siz
     return conn(c)->tx_src_avail(hdr, size, *zc, posted_rx);
 }
 
-void sdp_core_src_cancel(sdp_core_conn* c)
+int sdp_core_src_cancel(sdp_core_conn* c)
 {
-    conn(c)->src_cancel();
+    return conn(c)->src_cancel() ? 1 : 0;
 }
 
 void sdp_core_src_release(sdp_core_conn* c)
@@ -192,6 +192,41 @@ int sdp_core_rd_start(sdp_core_conn* c, unsigned int n)
 void sdp_core_rd_done(sdp_core_conn* c, unsigned int n)
 {
     conn(c)->rd_done(n);
+}
+
+int sdp_core_src_end(const sdp_core_conn* c, unsigned int* acked)
+{
+    return conn(c)->src_end(acked);
+}
+
+unsigned int sdp_core_sink_len(const sdp_core_conn* c)
+{
+    return conn(c)->sink_len();
+}
+
+int sdp_core_wr_compl_pending(const sdp_core_conn* c)
+{
+    return conn(c)->wr_compl_pending() ? 1 : 0;
+}
+
+unsigned int sdp_core_rsa_left(const sdp_core_conn* c)
+{
+    return conn(c)->rsa_left();
+}
+
+int sdp_core_rsa_next(sdp_core_conn* c, unsigned int flags, sdp_core_zc* zc)
+{
+    return conn(c)->rsa_next(flags, zc);
+}
+
+int sdp_core_adv_end(const sdp_core_conn* c, unsigned int* written)
+{
+    return conn(c)->adv_end(written);
+}
+
+int sdp_core_adv_try(sdp_core_conn* c)
+{
+    return conn(c)->adv_try() ? 1 : 0;
 }
 
 void sdp_core_rsa_abandon(sdp_core_conn* c)

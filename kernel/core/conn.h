@@ -43,9 +43,14 @@ class Connection {
 
     // Zero copy (zcopy.cpp); see sdp_core.h for the protocol.
     int tx_src_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 posted_rx);
-    void src_cancel();
+    bool src_cancel();
     void src_release();
+    int src_end(u32* acked) const;
+    u32 sink_len() const { return psink_.usable ? psink_.len : 0; }
+    bool wr_compl_pending() const { return wr_compl_due_ != 0; }
     int sink_take(u32 want, sdp_core_zc* out);
+    u32 rsa_left() const;
+    int rsa_next(u32 flags, sdp_core_zc* zc);
     int rd_start(u32 n);
     void rd_done(u32 n);
     void rsa_abandon();
@@ -58,7 +63,9 @@ class Connection {
     void set_reader_waiting(bool waiting) { reader_waiting_ = waiting; }
     int tx_sink_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 posted_rx);
     void adv_cancel();
+    int adv_end(u32* written) const;
     void adv_release();
+    bool adv_try();
     void zc_status(struct sdp_core_zc_status* out) const;
 
     u32 state() const { return state_; }
@@ -79,6 +86,7 @@ class Connection {
         u32 cancel_mseq; // our SrcAvailCancel
         Zc state;
         bool sink_stopped; // a SendSM: the sink reads no more
+        bool cancelled;    // the host cancelled it (signal, timeout)
     };
     // The peer's SrcAvail (we are the sink).
     struct PeerSrcAvail {
@@ -89,6 +97,7 @@ class Connection {
         u32 reading;    // bytes of the RDMA Read in progress
         bool active;    // offered and neither finished nor ended by SendSM
         bool stopped;   // cancelled by the source or abandoned by us: read no more
+        u8 small_reads; // reads of less than the threshold (rsa_next)
         u64 grace_mark; // vaddr + read when the grace period started
     };
     // Our SinkAvail (we are the sink).
@@ -164,6 +173,10 @@ class Connection {
     // first: the SinkCancelAck still comes and answers nothing.
     bool sink_ack_stale_ = false;
     bool reader_waiting_ = false; // an application receive is posted (deadlock rule)
+    // SinkAvail back-off (adv_try): unused advertisements in a row, and
+    // chances to skip before the next.
+    u8 adv_misses_ = 0;
+    u8 adv_skip_ = 0;
     // We sent the Hello (breaks ties in the credit update rule).
     bool active_ = false;
     // The last tx_verdict() was SDP_TX_NO_CREDIT: queued data waits for

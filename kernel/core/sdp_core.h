@@ -365,6 +365,12 @@ struct sdp_core_zc {
 	unsigned long long vaddr;
 };
 
+/*
+ * The whole zero-copy state at once, for diagnostics (the message a
+ * protocol error logs) and for the tests' checks.  The host decides
+ * nothing from it: it asks the calls below, which answer one question
+ * each.
+ */
 struct sdp_core_zc_status {
 	/* our SrcAvail */
 	unsigned int src_state;	 /* enum sdp_core_zc_state */
@@ -393,12 +399,62 @@ void sdp_core_zc_query(const struct sdp_core_conn *c,
 int sdp_core_tx_src_avail(struct sdp_core_conn *c, unsigned char *hdr,
 			  unsigned int size, const struct sdp_core_zc *zc,
 			  unsigned short posted_rx);
-void sdp_core_src_cancel(struct sdp_core_conn *c);
+/* Take our SrcAvail back: 1 if a cancel is now due, 0 if nothing to cancel
+ * (not offered, ended, or cancelled already: a SendSM asked for it). */
+int sdp_core_src_cancel(struct sdp_core_conn *c);
 void sdp_core_src_release(struct sdp_core_conn *c);
+
+/*
+ * Where our SrcAvail stands; *acked (may be NULL): bytes the sink read.
+ * The writer waits while it is PENDING; once it ended, release it.
+ */
+enum sdp_core_src_end {
+	SDP_SRC_NONE = 0,      /* no SrcAvail of ours */
+	SDP_SRC_PENDING = 1,   /* the sink may still read it, or our cancel
+				* (or the one a SendSM asked for) waits for
+				* its answer: keep waiting */
+	SDP_SRC_READ = 2,      /* the sink read all of it */
+	SDP_SRC_STOPPED = 3,   /* the sink stopped reading (SendSM): *acked
+				* bytes went, the rest of the write goes by
+				* bcopy */
+	SDP_SRC_CANCELLED = 4, /* our cancel ended it: *acked bytes went */
+};
+int sdp_core_src_end(const struct sdp_core_conn *c, unsigned int *acked);
+
+/* Bytes the peer's usable SinkAvail takes (0: none to write into). */
+unsigned int sdp_core_sink_len(const struct sdp_core_conn *c);
+
+/* An RDMA Write's RdmaWrCompl is due and not posted yet. */
+int sdp_core_wr_compl_pending(const struct sdp_core_conn *c);
 
 /* A usable SinkAvail of the peer for up to `want` bytes: 1 and *zc, or 0. */
 int sdp_core_sink_take(struct sdp_core_conn *c, unsigned int want,
 		       struct sdp_core_zc *zc);
+
+/* Bytes of the peer's SrcAvail not read yet (0: none readable). */
+unsigned int sdp_core_rsa_left(const struct sdp_core_conn *c);
+
+/*
+ * A reader reached the peer's offer: read it (RDMA Read) or give it up
+ * (SendSM: the source sends the bytes by bcopy)?  A peek cannot consume
+ * the bytes; a reader of small pieces (SDP_RSA_SMALL: less than the zero-
+ * copy threshold wanted) is served by at most SDP_CORE_SMALL_READS RDMA
+ * Reads of one offer, each a registration, a round trip and an
+ * RdmaRdCompl; the next gives it up.  On SDP_RSA_READ, *zc is where the
+ * unread bytes are (len: how many), and a small read is counted.
+ */
+#define SDP_RSA_PEEK 0x1  /* MSG_PEEK */
+#define SDP_RSA_SMALL 0x2 /* the read wants less than the threshold */
+#define SDP_CORE_SMALL_READS 4
+enum sdp_core_rsa_verdict {
+	SDP_RSA_NONE = 0,	    /* nothing to read now (no offer, or a read
+				     * of it is in progress) */
+	SDP_RSA_READ = 1,	    /* read it, from *zc */
+	SDP_RSA_GIVE_UP_PEEK = 2,  /* give it up: a peek */
+	SDP_RSA_GIVE_UP_SMALL = 3, /* give it up: small reads */
+};
+int sdp_core_rsa_next(struct sdp_core_conn *c, unsigned int flags,
+		      struct sdp_core_zc *zc);
 
 /* RDMA Read of n bytes of the peer's SrcAvail: 0, or -SDP_CORE_ESTATE. */
 int sdp_core_rd_start(struct sdp_core_conn *c, unsigned int n);
@@ -428,7 +484,31 @@ int sdp_core_tx_sink_avail(struct sdp_core_conn *c, unsigned char *hdr,
 			   unsigned int size, const struct sdp_core_zc *zc,
 			   unsigned short posted_rx);
 void sdp_core_adv_cancel(struct sdp_core_conn *c);
+
+/*
+ * Where our SinkAvail stands; *written (may be NULL): bytes the source
+ * wrote into it.  The reader waits while it is PENDING; once it ended,
+ * release it.
+ */
+enum sdp_core_adv_end {
+	SDP_ADV_NONE = 0,    /* no SinkAvail of ours */
+	SDP_ADV_PENDING = 1, /* the source may still write, or our cancel
+			      * waits for its answer */
+	SDP_ADV_ENDED = 2,   /* written into (*written bytes), or ended by
+			      * the peer's stream bytes, DisConn or answer */
+};
+int sdp_core_adv_end(const struct sdp_core_conn *c, unsigned int *written);
 void sdp_core_adv_release(struct sdp_core_conn *c);
+
+/*
+ * A reader about to block may advertise its buffer: should it, this time?
+ * A reader whose advertisements keep going unused (the peer writes small
+ * messages, by bcopy) skips 1, 3, 7, ... up to 63 chances after as many
+ * misses in a row: the registration and the extra messages would only
+ * cost it latency.  Each call that answers 0 counts as one skipped chance;
+ * sdp_core_adv_release() records a hit or a miss.
+ */
+int sdp_core_adv_try(struct sdp_core_conn *c);
 
 #ifdef __cplusplus
 }

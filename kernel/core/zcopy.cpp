@@ -31,6 +31,10 @@ bool seq_at_or_after(u32 a, u32 b)
     return static_cast<s32>(a - b) >= 0;
 }
 
+// Unused SinkAvails in a row after which the back-off stops growing
+// (63 chances skipped).
+constexpr u32 kAdvMaxMisses = 6;
+
 bool valid_offer(u32 len, u64 vaddr)
 {
     // A zero length never decodes; longer than we ever offer or accept, or
@@ -122,24 +126,69 @@ int Connection::tx_src_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 poste
     msg.src_avail = {zc.len, zc.rkey, zc.vaddr};
     const int written = send_offer(&msg, hdr, size, posted_rx);
     if (written > 0) {
-        src_ = OwnSrcAvail{msg.bsdh.mseq, zc.len, 0, 0, Zc::kActive, false};
+        src_ = OwnSrcAvail{msg.bsdh.mseq, zc.len, 0, 0, Zc::kActive, false, false};
         data_sent(msg.bsdh.mseq);
     }
     return written;
 }
 
-void Connection::src_cancel()
+bool Connection::src_cancel()
 {
     if (src_.state != Zc::kActive)
-        return;
+        return false;
     src_.state = Zc::kCancelling;
+    src_.cancelled = true;
     src_cancel_due_ = true;
+    return true;
 }
 
 void Connection::src_release()
 {
     if (src_.state == Zc::kDone)
         src_ = OwnSrcAvail{};
+}
+
+int Connection::src_end(u32* acked) const
+{
+    if (acked != nullptr)
+        *acked = src_.acked;
+    switch (src_.state) {
+    case Zc::kIdle:
+        return SDP_SRC_NONE;
+    case Zc::kActive:
+    case Zc::kCancelling:
+        return SDP_SRC_PENDING;
+    default:
+        break;
+    }
+    if (src_.acked == src_.len)
+        return SDP_SRC_READ;
+    // A SendSM answers our own cancel too: that one was not the sink's
+    // choice, and the write returns (signal, timeout) instead of going on.
+    return src_.sink_stopped && !src_.cancelled ? SDP_SRC_STOPPED : SDP_SRC_CANCELLED;
+}
+
+u32 Connection::rsa_left() const
+{
+    if (!rsa_.active || rsa_.stopped || (state_ & (SDP_CS_ABORTED | SDP_CS_RX_FAILED)) != 0)
+        return 0;
+    return rsa_.len - rsa_.read;
+}
+
+int Connection::rsa_next(u32 flags, sdp_core_zc* zc)
+{
+    const u32 left = rsa_left();
+    if (left == 0 || rsa_.reading != 0)
+        return SDP_RSA_NONE;
+    if ((flags & SDP_RSA_PEEK) != 0)
+        return SDP_RSA_GIVE_UP_PEEK;
+    const bool small = (flags & SDP_RSA_SMALL) != 0;
+    if (small && rsa_.small_reads >= SDP_CORE_SMALL_READS)
+        return SDP_RSA_GIVE_UP_SMALL;
+    if (small)
+        rsa_.small_reads++;
+    *zc = sdp_core_zc{left, rsa_.rkey, rsa_.vaddr + rsa_.read};
+    return SDP_RSA_READ;
 }
 
 int Connection::sink_take(u32 want, sdp_core_zc* out)
@@ -241,10 +290,42 @@ void Connection::adv_cancel()
     sink_cancel_due_ = true;
 }
 
+int Connection::adv_end(u32* written) const
+{
+    if (written != nullptr)
+        *written = adv_.written;
+    switch (adv_.state) {
+    case Zc::kIdle:
+        return SDP_ADV_NONE;
+    case Zc::kActive:
+    case Zc::kCancelling:
+        return SDP_ADV_PENDING;
+    default:
+        return SDP_ADV_ENDED;
+    }
+}
+
+// An ended advertisement is a hit or a miss for the back-off (adv_try).
 void Connection::adv_release()
 {
-    if (adv_.state == Zc::kDone)
-        adv_ = OwnSinkAvail{};
+    if (adv_.state != Zc::kDone)
+        return;
+    if (adv_.written != 0) {
+        adv_misses_ = 0;
+    } else {
+        if (adv_misses_ < kAdvMaxMisses)
+            adv_misses_++;
+        adv_skip_ = static_cast<u8>((1u << adv_misses_) - 1);
+    }
+    adv_ = OwnSinkAvail{};
+}
+
+bool Connection::adv_try()
+{
+    if (adv_skip_ == 0)
+        return true;
+    adv_skip_--;
+    return false;
 }
 
 void Connection::zc_status(struct sdp_core_zc_status* out) const
@@ -254,8 +335,8 @@ void Connection::zc_status(struct sdp_core_zc_status* out) const
     out->src_len = src_.len;
     out->src_acked = src_.acked;
     out->src_sink_stopped = src_.sink_stopped;
-    if (rsa_.active && !rsa_.stopped && !(state_ & (SDP_CS_ABORTED | SDP_CS_RX_FAILED))) {
-        out->rsa_left = rsa_.len - rsa_.read;
+    if (rsa_left() != 0) {
+        out->rsa_left = rsa_left();
         out->rsa_rkey = rsa_.rkey;
         out->rsa_vaddr = rsa_.vaddr + rsa_.read;
     }
@@ -336,7 +417,7 @@ int Connection::zc_rx(const wire::Message& msg, sdp_core_rx* out)
             return -SDP_CORE_EPROTO;
         data_received();
         out->zc_bytes = sa.len;
-        rsa_ = PeerSrcAvail{sa.vaddr, sa.rkey, sa.len, 0, 0, true, false, sa.vaddr};
+        rsa_ = PeerSrcAvail{sa.vaddr, sa.rkey, sa.len, 0, 0, true, false, 0, sa.vaddr};
         // The send/send deadlock: our own SrcAvail waits for the peer's
         // reader while this one would wait for ours, and nobody reads.
         // Nor can we read what we could not acknowledge.

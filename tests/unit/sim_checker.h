@@ -666,8 +666,11 @@ inline std::string World::dump() const
                                                " chunk-by-bcopy"};
             o << kHow[t.arg2];
         }
-        if (t.ev == Ev::kRead && t.arg2 != 0)
-            o << (t.arg2 == 1 ? " RDMA-Read" : t.arg2 == 2 ? " PEEK-abandon" : " SinkAvail");
+        if (t.ev == Ev::kRead && t.arg2 != 0) {
+            static const char* const kHow[] = {"", " RDMA-Read", " PEEK-abandon", " SinkAvail",
+                                               " small-reads-abandon"};
+            o << kHow[t.arg2];
+        }
         if (t.ev == Ev::kSignal)
             o << (t.arg2 == 1 ? " writer" : " reader");
         if (t.ev == Ev::kZcWrite && t.arg2 != 0)

@@ -136,27 +136,29 @@ struct SideStats {
     std::size_t coalesced = 0;     // messages received into the previous unread buffer
     std::size_t stuck_rx_bufs = 0; // most freed slots waiting behind unread data
     // zero copy
-    std::size_t src_avails = 0;   // SrcAvails posted
-    std::size_t sink_avails = 0;  // SinkAvails posted
-    std::size_t rdma_reads = 0;   // RDMA Reads completed by this side's reader
-    std::size_t read_bytes = 0;   // ... and their bytes
-    std::size_t rdma_writes = 0;  // RDMA Writes posted by this side's writer
-    std::size_t write_bytes = 0;  // ... and their bytes
-    std::size_t send_sms = 0;     // SendSMs posted
-    std::size_t deadlock_sms = 0; // SrcAvails refused by the send/send deadlock rule
-    std::size_t peeks = 0;        // SrcAvails abandoned for MSG_PEEK
-    std::size_t src_cancels = 0;  // SrcAvailCancels posted
-    std::size_t sink_cancels = 0; // SinkAvailCancels posted
-    std::size_t adv_unused = 0;   // advertisements that ended with nothing written
-    std::size_t bcopy_chunks = 0; // chunks of zero-copy writes sent by bcopy for want of credits
-    std::size_t chunk_bytes = 0;  // ... and their bytes
-    std::size_t too_big = 0;      // zero-copy writes turned to bcopy by ETOOBIG
-    std::size_t grace_sms = 0;    // offers given up by the grace timer
-    std::size_t grace_agains = 0; // grace periods restarted: the offer was being read
-    std::size_t last_credit = 0;  // zero-copy control messages sent with the last credit
-    std::size_t late_sinks = 0;   // SinkAvails posted after our own DisConn
-    std::size_t overtaken = 0;    // cancelled advertisements ended by stream bytes or DisConn
-    std::size_t stale_acks = 0;   // SinkCancelAcks that came after that (answering nothing)
+    std::size_t src_avails = 0;     // SrcAvails posted
+    std::size_t sink_avails = 0;    // SinkAvails posted
+    std::size_t rdma_reads = 0;     // RDMA Reads completed by this side's reader
+    std::size_t read_bytes = 0;     // ... and their bytes
+    std::size_t rdma_writes = 0;    // RDMA Writes posted by this side's writer
+    std::size_t write_bytes = 0;    // ... and their bytes
+    std::size_t send_sms = 0;       // SendSMs posted
+    std::size_t deadlock_sms = 0;   // SrcAvails refused by the send/send deadlock rule
+    std::size_t peeks = 0;          // SrcAvails abandoned for MSG_PEEK
+    std::size_t small_read_sms = 0; // SrcAvails given up to a reader of small pieces
+    std::size_t adv_skipped = 0;    // chances to advertise the back-off skipped
+    std::size_t src_cancels = 0;    // SrcAvailCancels posted
+    std::size_t sink_cancels = 0;   // SinkAvailCancels posted
+    std::size_t adv_unused = 0;     // advertisements that ended with nothing written
+    std::size_t bcopy_chunks = 0;   // chunks of zero-copy writes sent by bcopy for want of credits
+    std::size_t chunk_bytes = 0;    // ... and their bytes
+    std::size_t too_big = 0;        // zero-copy writes turned to bcopy by ETOOBIG
+    std::size_t grace_sms = 0;      // offers given up by the grace timer
+    std::size_t grace_agains = 0;   // grace periods restarted: the offer was being read
+    std::size_t last_credit = 0;    // zero-copy control messages sent with the last credit
+    std::size_t late_sinks = 0;     // SinkAvails posted after our own DisConn
+    std::size_t overtaken = 0;      // cancelled advertisements ended by stream bytes or DisConn
+    std::size_t stale_acks = 0;     // SinkCancelAcks that came after that (answering nothing)
 };
 
 struct Result {

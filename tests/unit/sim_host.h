@@ -207,12 +207,29 @@ inline void World::app_read(int s)
     check_got(s, d.got.size() - taken);
     // All unread data consumed and the read wants more: the SrcAvail
     // queued behind it.
-    const unsigned left = zc_status(d).rsa_left;
-    if (!failed_ && n > 0 && d.unread == 0 && left > 0) {
+    // Read it or give it up, as the core says (sdp_zc_recv_offer).
+    if (!failed_ && n > 0 && d.unread == 0 && zc_status(d).rsa_left > 0) {
+        unsigned flags = 0;
         if (taken == 0 && d.cfg.peek_per_mille > 0 && rng_.per_mille(d.cfg.peek_per_mille))
-            give_up_offer(s, true);
-        else
-            rd_start(s, static_cast<unsigned>(std::min<std::size_t>(n, left)));
+            flags |= SDP_RSA_PEEK;
+        if (n < d.cfg.zcopy_thresh)
+            flags |= SDP_RSA_SMALL;
+        sdp_core_zc offer{};
+        switch (sdp_core_rsa_next(&d.conn, flags, &offer)) {
+        case SDP_RSA_READ:
+            rd_start(s, static_cast<unsigned>(std::min<std::size_t>(n, offer.len)));
+            break;
+        case SDP_RSA_GIVE_UP_PEEK:
+            give_up_offer(s, GiveUp::kPeek);
+            break;
+        case SDP_RSA_GIVE_UP_SMALL:
+            give_up_offer(s, GiveUp::kSmallReads);
+            break;
+        default:
+            fail(d.name + ": rsa_next found nothing to read in an offer with " +
+                 std::to_string(zc_status(d).rsa_left) + " bytes left and no read");
+            break;
+        }
     }
     if (d.rd == RdState::kIdle && d.cfg.pause_per_mille > 0 &&
         rng_.per_mille(d.cfg.pause_per_mille))
@@ -527,30 +544,33 @@ inline void World::src_done(int s)
 {
     Side& d = me(s);
     observe_zc(s);
-    const sdp_core_zc_status st = zc_status(d);
+    // How it ended decides how the write goes on (sdp_zc_send).
+    unsigned acked = 0;
+    const int end = sdp_core_src_end(&d.conn, &acked);
     sdp_core_src_release(&d.conn);
-    trace(Ev::kZcWrite, s, st.src_acked, st.src_sink_stopped != 0 ? 1 : 0);
+    trace(Ev::kZcWrite, s, acked, end == SDP_SRC_STOPPED ? 1 : 0);
     if (zc_status(d).src_state != SDP_ZC_IDLE) {
         fail(d.name + ": src_release left the SrcAvail in state " +
              std::to_string(zc_status(d).src_state));
         return;
     }
-    if (st.src_acked > d.src.len) {
-        fail(d.name + ": src_acked " + std::to_string(st.src_acked) + " of a " +
-             std::to_string(d.src.len) + "-byte SrcAvail");
+    if (acked > d.src.len || (end == SDP_SRC_READ) != (acked == d.src.len)) {
+        fail(d.name + ": SrcAvail ended as " + std::to_string(end) + " with " +
+             std::to_string(acked) + " of " + std::to_string(d.src.len) + " bytes read");
         return;
     }
-    d.written += st.src_acked;
+    d.written += acked;
     // Interrupted: the write returns what was delivered.
     if (d.zw_cancelled || d.written == d.zw_end) {
         zc_write_end(s);
-    } else if (st.src_acked == d.src.len) {
+    } else if (end == SDP_SRC_READ) {
         zc_write_on(s); // the next chunk
-    } else if (st.src_sink_stopped != 0) {
+    } else if (end == SDP_SRC_STOPPED) {
         zc_to_bcopy(s, 0); // the rest of this write() by bcopy
     } else {
-        fail(d.name + ": SrcAvail DONE after " + std::to_string(st.src_acked) + " of " +
-             std::to_string(d.src.len) + " bytes, neither cancelled nor stopped by SendSM");
+        fail(d.name + ": SrcAvail ended (" + std::to_string(end) + ") after " +
+             std::to_string(acked) + " of " + std::to_string(d.src.len) +
+             " bytes, neither cancelled by the writer nor stopped by SendSM");
     }
 }
 
@@ -587,7 +607,7 @@ inline void World::grace_ends(int s)
         sdp_core_rsa_grace_start(&d.conn);
         break;
     case SDP_GRACE_ABANDONED:
-        give_up_offer(s, false);
+        give_up_offer(s, GiveUp::kGrace);
         break;
     default:
         fail(d.name + ": the grace timer found no offer to read, rsa_left " +
@@ -595,17 +615,24 @@ inline void World::grace_ends(int s)
     }
 }
 
-// The reader gives the peer's offer up (peek: MSG_PEEK; else the grace
-// timer): SendSM, the bytes then come by bcopy.
-inline void World::give_up_offer(int s, bool peek)
+// The reader gives the peer's offer up (MSG_PEEK, small reads, or the
+// grace timer): SendSM, the bytes then come by bcopy.
+inline void World::give_up_offer(int s, GiveUp why)
 {
     Side& d = me(s);
-    if (peek) {
+    switch (why) {
+    case GiveUp::kPeek:
         trace(Ev::kRead, s, 0, 2);
         d.stats.peeks++;
-    } else {
+        break;
+    case GiveUp::kSmallReads:
+        trace(Ev::kRead, s, 0, 4);
+        d.stats.small_read_sms++;
+        break;
+    case GiveUp::kGrace:
         trace(Ev::kGrace, s, zc_status(d).rsa_left);
         d.stats.grace_sms++;
+        break;
     }
     sdp_core_rsa_abandon(&d.conn);
     d.offer.stopped = true;
@@ -620,6 +647,13 @@ inline void World::advertise(int s)
     const unsigned len = static_cast<unsigned>(rng_.range(d.cfg.zcopy_thresh, d.cfg.max_read));
     if (!avail_credits_ok(s, "SinkAvail") || !may_post(s, SDP_MID_SINK_AVAIL, 0))
         return;
+    // As sdp_zc_recv_advertise(): a reader whose advertisements went unused skips some (adv_try):
+    // it reads normally, and tries again once more bytes came.
+    if (!sdp_core_adv_try(&d.conn)) {
+        d.adv_miss = d.rx_stream;
+        d.stats.adv_skipped++;
+        return;
+    }
     if (d.got.size() != d.rx_stream) {
         fail(d.name + ": model: advertising with received bytes unread");
         return;
@@ -673,8 +707,12 @@ inline void World::adv_wake(int s)
 {
     Side& d = me(s);
     observe_zc(s);
-    const unsigned written = zc_status(d).adv_written;
-    sdp_core_adv_release(&d.conn);
+    unsigned written = 0;
+    if (sdp_core_adv_end(&d.conn, &written) != SDP_ADV_ENDED) {
+        fail(d.name + ": the reader woke with its SinkAvail not ended");
+        return;
+    }
+    sdp_core_adv_release(&d.conn); // a hit or a miss for adv_try
     trace(Ev::kAdvWake, s, written);
     if (zc_status(d).adv_state != SDP_ZC_IDLE) {
         fail(d.name + ": adv_release left the SinkAvail in state " +

@@ -607,6 +607,8 @@ void Add(ZcTotals* t, const Result& r)
         t->s.send_sms += st.send_sms;
         t->s.deadlock_sms += st.deadlock_sms;
         t->s.peeks += st.peeks;
+        t->s.small_read_sms += st.small_read_sms;
+        t->s.adv_skipped += st.adv_skipped;
         t->s.src_cancels += st.src_cancels;
         t->s.sink_cancels += st.sink_cancels;
         t->s.adv_unused += st.adv_unused;
@@ -625,16 +627,17 @@ void Add(ZcTotals* t, const Result& r)
 void Print(const char* what, const ZcTotals& t)
 {
     std::printf("%s: %zu runs, %zu steps; %zu SrcAvail, %zu RDMA Reads (%zu B), %zu SinkAvail "
-                "(%zu unused, %zu after DisConn), %zu RDMA Writes (%zu B), %zu SendSM (%zu by the "
-                "deadlock rule, %zu MSG_PEEK, %zu grace timer, %zu periods restarted), "
+                "(%zu unused, %zu after DisConn, %zu chances skipped), %zu RDMA Writes (%zu B), "
+                "%zu SendSM (%zu by the deadlock rule, %zu MSG_PEEK, %zu small reads, %zu grace "
+                "timer, %zu periods restarted), "
                 "%zu SrcAvailCancel, %zu "
                 "SinkAvailCancel (%zu overtaken, %zu stale acks), %zu chunks by bcopy (%zu B), "
                 "%zu writes too big, %zu answers with the last credit\n",
                 what, t.runs, t.steps, t.s.src_avails, t.s.rdma_reads, t.s.read_bytes,
-                t.s.sink_avails, t.s.adv_unused, t.s.late_sinks, t.s.rdma_writes, t.s.write_bytes,
-                t.s.send_sms, t.s.deadlock_sms, t.s.peeks, t.s.grace_sms, t.s.grace_agains,
-                t.s.src_cancels, t.s.sink_cancels, t.s.overtaken, t.s.stale_acks, t.s.bcopy_chunks,
-                t.s.chunk_bytes, t.s.too_big, t.s.last_credit);
+                t.s.sink_avails, t.s.adv_unused, t.s.late_sinks, t.s.adv_skipped, t.s.rdma_writes,
+                t.s.write_bytes, t.s.send_sms, t.s.deadlock_sms, t.s.peeks, t.s.small_read_sms,
+                t.s.grace_sms, t.s.grace_agains, t.s.src_cancels, t.s.sink_cancels, t.s.overtaken,
+                t.s.stale_acks, t.s.bcopy_chunks, t.s.chunk_bytes, t.s.too_big, t.s.last_credit);
 }
 
 // Seeds of a zero-copy scenario: SDP_SIM_SEEDS=n runs n instead if that is
@@ -654,6 +657,7 @@ TEST(SimZcopy, ZeroCopyOnlyOneWay)
 {
     ZcTotals t;
     const std::uint64_t seeds = Seeds(60);
+    std::uint64_t strict = 0; // runs where every byte must go by zero copy
     for (std::uint64_t seed = 1; seed <= seeds; seed++) {
         Rng rng(seed * 0x9e3779b97f4a7c15ull + 0x2c);
         SideConfig w;
@@ -677,12 +681,20 @@ TEST(SimZcopy, ZeroCopyOnlyOneWay)
         ASSERT_SIM_OK(res);
         const SideStats& ws = res.stats[(seed & 2) != 0 ? 0 : 1];
         const SideStats& rs = res.stats[(seed & 2) != 0 ? 1 : 0];
+        Add(&t, res);
+        // A reader of small pieces gets the rest of an offer by bcopy
+        // after SDP_CORE_SMALL_READS of them (sdp_core_rsa_next()).
+        if (rs.small_read_sms != 0)
+            continue;
+        strict++;
         if (ws.bcopy_chunks == 0)
             EXPECT_EQ(ws.data_sends, 0u) << "seed " << seed << ": a byte went by bcopy";
         EXPECT_EQ(rs.read_bytes + ws.write_bytes + ws.chunk_bytes, w.bytes) << "seed " << seed;
-        Add(&t, res);
     }
     Print("zero copy only", t);
+    std::printf("zero copy only: %llu of %llu runs without small-read give-ups\n",
+                static_cast<unsigned long long>(strict), static_cast<unsigned long long>(seeds));
+    EXPECT_GE(strict * 3, seeds) << "the strict check ran too rarely to mean much";
     EXPECT_GT(t.s.read_bytes, 0u);
     EXPECT_GT(t.s.write_bytes, 0u);
     EXPECT_LT(t.s.chunk_bytes * 20, t.s.read_bytes + t.s.write_bytes)

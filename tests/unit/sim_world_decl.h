@@ -308,7 +308,8 @@ class World {
     void signal(int s);
     // zero copy, sink
     void grace_ends(int s);
-    void give_up_offer(int s, bool peek);
+    enum class GiveUp { kPeek, kSmallReads, kGrace };
+    void give_up_offer(int s, GiveUp why);
     void advertise(int s);
     void adv_cancel(int s);
     void adv_wake(int s);

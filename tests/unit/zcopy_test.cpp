@@ -212,6 +212,95 @@ TEST_F(Zcopy, SrcAvailIsReadInPiecesThenDone)
     EXPECT_EQ(Deliver(B(), Data(A(), 100)), 0);
 }
 
+// How an offer ended decides how the writer goes on (sdp_zc_send): all
+// read, the next chunk; stopped by the sink, the rest by bcopy; cancelled
+// by the writer, the send returns what was read.
+TEST_F(Zcopy, SrcEndSaysHowTheOfferEnded)
+{
+    unsigned acked = 1;
+    EXPECT_EQ(sdp_core_src_end(A(), &acked), SDP_SRC_NONE);
+    EXPECT_EQ(acked, 0u);
+    sdp_core_set_reader_waiting(B(), 1);
+
+    // Read in full.
+    ASSERT_EQ(Deliver(B(), SrcAvail(A(), 1000)), 0);
+    EXPECT_EQ(sdp_core_src_end(A(), nullptr), SDP_SRC_PENDING);
+    sdp_core_zc offer{};
+    ASSERT_EQ(sdp_core_rsa_next(B(), 0, &offer), SDP_RSA_READ);
+    EXPECT_EQ(offer.len, 1000u);
+    EXPECT_EQ(offer.rkey, 0x1234u);
+    EXPECT_EQ(offer.vaddr, 0x10000u);
+    ASSERT_EQ(sdp_core_rd_start(B(), 1000), 0);
+    sdp_core_rd_done(B(), 1000);
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_RDMA_RD_COMPL)), 0);
+    EXPECT_EQ(sdp_core_src_end(A(), &acked), SDP_SRC_READ);
+    EXPECT_EQ(acked, 1000u);
+    sdp_core_src_release(A());
+    EXPECT_EQ(sdp_core_src_end(A(), nullptr), SDP_SRC_NONE);
+
+    // Stopped by the sink after 400 bytes (its reader peeked).
+    ASSERT_EQ(Deliver(B(), SrcAvail(A(), 1000)), 0);
+    ASSERT_EQ(sdp_core_rsa_next(B(), 0, &offer), SDP_RSA_READ);
+    ASSERT_EQ(sdp_core_rd_start(B(), 400), 0);
+    sdp_core_rd_done(B(), 400);
+    ASSERT_EQ(sdp_core_rsa_next(B(), SDP_RSA_PEEK, &offer), SDP_RSA_GIVE_UP_PEEK);
+    sdp_core_rsa_abandon(B());
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_RDMA_RD_COMPL)), 0);
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_SEND_SM)), 0);
+    EXPECT_EQ(sdp_core_src_end(A(), nullptr), SDP_SRC_PENDING) << "its cancel is unanswered";
+    EXPECT_EQ(sdp_core_src_cancel(A()), 0) << "a cancel is on its way already";
+    ASSERT_EQ(Deliver(B(), Control(A(), SDP_MID_SRC_AVAIL_CANCEL)), 0);
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_SEND_SM)), 0);
+    EXPECT_EQ(sdp_core_src_end(A(), &acked), SDP_SRC_STOPPED);
+    EXPECT_EQ(acked, 400u);
+    sdp_core_src_release(A());
+
+    // Cancelled by the writer (a signal): the sink's SendSM is only the
+    // answer, not a reason to go on by bcopy.
+    ASSERT_EQ(Deliver(B(), SrcAvail(A(), 1000)), 0);
+    EXPECT_EQ(sdp_core_src_cancel(A()), 1);
+    EXPECT_EQ(sdp_core_src_cancel(A()), 0);
+    ASSERT_EQ(Deliver(B(), Control(A(), SDP_MID_SRC_AVAIL_CANCEL)), 0);
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_SEND_SM)), 0);
+    EXPECT_EQ(sdp_core_src_end(A(), &acked), SDP_SRC_CANCELLED);
+    EXPECT_EQ(acked, 0u);
+}
+
+// A reader of small pieces is served by RDMA Read SDP_CORE_SMALL_READS
+// times per offer, then the offer is given up; big reads are not counted,
+// a peek never reads, and a new offer starts the count again.
+TEST_F(Zcopy, RsaNextLimitsSmallReadsAndNeverReadsForAPeek)
+{
+    sdp_core_zc offer{};
+    EXPECT_EQ(sdp_core_rsa_next(B(), 0, &offer), SDP_RSA_NONE) << "no offer";
+    sdp_core_set_reader_waiting(B(), 1);
+    ASSERT_EQ(Deliver(B(), SrcAvail(A(), 10000)), 0);
+    EXPECT_EQ(sdp_core_rsa_left(B()), 10000u);
+    EXPECT_EQ(sdp_core_rsa_next(B(), SDP_RSA_PEEK | SDP_RSA_SMALL, &offer), SDP_RSA_GIVE_UP_PEEK);
+    unsigned read = 0;
+    for (int i = 0; i < SDP_CORE_SMALL_READS; i++) {
+        ASSERT_EQ(sdp_core_rsa_next(B(), SDP_RSA_SMALL, &offer), SDP_RSA_READ) << i;
+        EXPECT_EQ(offer.len, 10000u - read);
+        EXPECT_EQ(offer.vaddr, 0x10000u + read);
+        ASSERT_EQ(sdp_core_rd_start(B(), 100), 0);
+        EXPECT_EQ(sdp_core_rsa_next(B(), 0, &offer), SDP_RSA_NONE) << "a read is in progress";
+        sdp_core_rd_done(B(), 100);
+        read += 100;
+        ASSERT_EQ(sdp_core_rsa_next(B(), 0, &offer), SDP_RSA_READ) << "big reads are not counted";
+    }
+    EXPECT_EQ(sdp_core_rsa_next(B(), SDP_RSA_SMALL, &offer), SDP_RSA_GIVE_UP_SMALL);
+    EXPECT_EQ(sdp_core_rsa_left(B()), 10000u - read) << "only the host gives it up";
+    ASSERT_EQ(sdp_core_rsa_next(B(), 0, &offer), SDP_RSA_READ);
+    ASSERT_EQ(sdp_core_rd_start(B(), offer.len), 0);
+    sdp_core_rd_done(B(), offer.len);
+    EXPECT_EQ(sdp_core_rsa_left(B()), 0u);
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_RDMA_RD_COMPL)), 0);
+    ASSERT_EQ(sdp_core_src_end(A(), nullptr), SDP_SRC_READ);
+    sdp_core_src_release(A());
+    ASSERT_EQ(Deliver(B(), SrcAvail(A(), 500)), 0);
+    EXPECT_EQ(sdp_core_rsa_next(B(), SDP_RSA_SMALL, &offer), SDP_RSA_READ) << "a new offer";
+}
+
 TEST_F(Zcopy, NothingOvertakesTheOfferedBytes)
 {
     const Bytes sa = SrcAvail(A(), 8192);
@@ -488,6 +577,50 @@ TEST_F(Zcopy, DataSentAfterSeeingAnAdvertisementEndsIt)
     EXPECT_FALSE(St(A()).psink_usable);
     ASSERT_EQ(Deliver(B(), data), 0);
     EXPECT_EQ(St(B()).adv_state, unsigned{SDP_ZC_DONE});
+}
+
+// A reader whose advertisements go unused skips 1, 3, 7, ... 63 chances
+// after as many misses in a row; one that is written into starts over.
+TEST_F(Zcopy, AdvertisementsBackOffWhileTheyGoUnused)
+{
+    const auto miss = [this] {
+        ASSERT_EQ(Deliver(A(), SinkAvail(B(), 8192)), 0);
+        sdp_core_adv_cancel(B());
+        EXPECT_EQ(sdp_core_adv_end(B(), nullptr), SDP_ADV_PENDING);
+        ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_SINK_AVAIL_CANCEL)), 0);
+        ASSERT_EQ(Deliver(B(), Control(A(), SDP_MID_SINK_CANCEL_ACK)), 0);
+        unsigned written = 1;
+        EXPECT_EQ(sdp_core_adv_end(B(), &written), SDP_ADV_ENDED);
+        EXPECT_EQ(written, 0u);
+        sdp_core_adv_release(B());
+        EXPECT_EQ(sdp_core_adv_end(B(), nullptr), SDP_ADV_NONE);
+    };
+    const auto skipped = [this] {
+        unsigned n = 0;
+        while (sdp_core_adv_try(B()) == 0 && n < 1000)
+            n++;
+        return n;
+    };
+    EXPECT_EQ(skipped(), 0u);
+    for (const unsigned expect : {1u, 3u, 7u, 15u, 31u, 63u, 63u}) {
+        miss();
+        EXPECT_EQ(skipped(), expect);
+    }
+    // Written into: no chance skipped after it, one after the next miss.
+    ASSERT_EQ(Deliver(A(), SinkAvail(B(), 8192)), 0);
+    EXPECT_EQ(sdp_core_sink_len(A()), 8192u);
+    sdp_core_zc zc{};
+    ASSERT_EQ(sdp_core_sink_take(A(), 3000, &zc), 1);
+    EXPECT_EQ(sdp_core_wr_compl_pending(A()), 1);
+    ASSERT_EQ(Deliver(B(), Control(A(), SDP_MID_RDMA_WR_COMPL)), 0);
+    EXPECT_EQ(sdp_core_wr_compl_pending(A()), 0);
+    unsigned written = 0;
+    EXPECT_EQ(sdp_core_adv_end(B(), &written), SDP_ADV_ENDED);
+    EXPECT_EQ(written, 3000u);
+    sdp_core_adv_release(B());
+    EXPECT_EQ(skipped(), 0u);
+    miss();
+    EXPECT_EQ(skipped(), 1u);
 }
 
 TEST_F(Zcopy, SinkCancelIsAnsweredAfterTheWrite)
