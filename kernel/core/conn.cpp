@@ -82,7 +82,7 @@ void Connection::start(const wire::Bsdh& peer, u16 advertised)
 
 int Connection::build_hello(u8* buf, u32 size, u16 posted_rx, u16 local_port, bool ipv6)
 {
-    if (state_ & SDP_CS_ESTABLISHED)
+    if ((state_ & SDP_CS_ESTABLISHED) != 0)
         return -SDP_CORE_ESTATE;
     wire::Message msg{};
     msg.bsdh.mid = wire::Mid::kHello;
@@ -103,11 +103,11 @@ int Connection::build_hello(u8* buf, u32 size, u16 posted_rx, u16 local_port, bo
 
 int Connection::on_hello_ack(const u8* buf, u32 size)
 {
-    if (state_ & SDP_CS_ESTABLISHED)
+    if ((state_ & SDP_CS_ESTABLISHED) != 0)
         return -SDP_CORE_ESTATE;
     wire::Message msg{};
     const int err = decode_error_to_core(wire::decode(buf, size, &msg));
-    if (err)
+    if (err != 0)
         return err;
     if (msg.bsdh.mid != wire::Mid::kHelloAck)
         return -SDP_CORE_EPROTO;
@@ -121,11 +121,11 @@ int Connection::on_hello_ack(const u8* buf, u32 size)
 
 int Connection::on_hello(const u8* buf, u32 size)
 {
-    if (state_ & SDP_CS_ESTABLISHED)
+    if ((state_ & SDP_CS_ESTABLISHED) != 0)
         return -SDP_CORE_ESTATE;
     wire::Message msg{};
     const int err = decode_error_to_core(wire::decode(buf, size, &msg));
-    if (err)
+    if (err != 0)
         return err;
     if (msg.bsdh.mid != wire::Mid::kHello)
         return -SDP_CORE_EPROTO;
@@ -139,7 +139,7 @@ int Connection::on_hello(const u8* buf, u32 size)
 
 int Connection::build_hello_ack(u8* buf, u32 size, u16 posted_rx)
 {
-    if (!have_peer_hello_ || (state_ & SDP_CS_ESTABLISHED))
+    if (!have_peer_hello_ || (state_ & SDP_CS_ESTABLISHED) != 0)
         return -SDP_CORE_ESTATE;
     wire::Message msg{};
     msg.bsdh.mid = wire::Mid::kHelloAck;
@@ -158,7 +158,7 @@ int Connection::build_hello_ack(u8* buf, u32 size, u16 posted_rx)
 u32 Connection::seg_max() const
 {
     u32 limit = tx_buf_size_;
-    if (peer_rcv_size_ && peer_rcv_size_ < limit)
+    if (peer_rcv_size_ != 0 && peer_rcv_size_ < limit)
         limit = peer_rcv_size_;
     return limit > kBsdh ? limit - kBsdh : 0;
 }
@@ -166,7 +166,8 @@ u32 Connection::seg_max() const
 sdp_core_tx_verdict Connection::tx_verdict(u32 seg_bytes, bool full, u32 opts) const
 {
     credit_blocked_ = false;
-    if (!(state_ & SDP_CS_ESTABLISHED) || (state_ & (SDP_CS_DISCONN_SENT | SDP_CS_ABORTED)))
+    if ((state_ & SDP_CS_ESTABLISHED) == 0 ||
+        (state_ & (SDP_CS_DISCONN_SENT | SDP_CS_ABORTED)) != 0)
         return SDP_TX_CLOSED;
     // A partial segment waits for more bytes when the user asked for it
     // (cork, MSG_MORE), or - Nagle - while earlier data is unacknowledged:
@@ -181,10 +182,10 @@ sdp_core_tx_verdict Connection::tx_verdict(u32 seg_bytes, bool full, u32 opts) c
     // come first.
     if (zc_blocks_data())
         return SDP_TX_HOLD;
-    if (!full && !(opts & SDP_TXO_PUSH)) {
-        if (opts & SDP_TXO_CORK)
+    if (!full && (opts & SDP_TXO_PUSH) == 0) {
+        if ((opts & SDP_TXO_CORK) != 0)
             return SDP_TX_HOLD;
-        if (!(opts & SDP_TXO_NODELAY) && (payload_in_flight() || nagle_wait_) &&
+        if ((opts & SDP_TXO_NODELAY) == 0 && (payload_in_flight() || nagle_wait_) &&
             seg_bytes < seg_max())
             return SDP_TX_HOLD;
     }
@@ -197,9 +198,9 @@ sdp_core_tx_verdict Connection::tx_verdict(u32 seg_bytes, bool full, u32 opts) c
 
 int Connection::tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags, u16 posted_rx)
 {
-    if (!(state_ & SDP_CS_ESTABLISHED))
+    if ((state_ & SDP_CS_ESTABLISHED) == 0)
         return -SDP_CORE_ESTATE;
-    if (state_ & SDP_CS_ABORTED)
+    if ((state_ & SDP_CS_ABORTED) != 0)
         return -SDP_CORE_ESTATE;
     wire::Message msg{};
     msg.bsdh.mid = static_cast<wire::Mid>(mid);
@@ -208,19 +209,19 @@ int Connection::tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags, u16 poste
     case wire::Mid::kData:
         // After our DisConn no more data, but still credit updates: the
         // peer may go on sending and must hear of re-posted buffers.
-        if ((state_ & SDP_CS_DISCONN_SENT) && payload_len != 0)
+        if ((state_ & SDP_CS_DISCONN_SENT) != 0 && payload_len != 0)
             return -SDP_CORE_ESTATE;
         if (payload_len != 0 && zc_blocks_data())
             return -SDP_CORE_ESTATE;
         if (payload_len > seg_max())
             return -SDP_CORE_ETOOBIG;
         // A zero-payload credit update may take a control credit.
-        if (payload_len ? !credits_.may_send_data() : !credits_.may_send_control())
+        if (payload_len != 0 ? !credits_.may_send_data() : !credits_.may_send_control())
             return -SDP_CORE_ESTATE;
         msg.bsdh.flags = static_cast<u8>(flags & SDP_FLAG_OOB_PRES);
         break;
     case wire::Mid::kDisConn:
-        if ((state_ & SDP_CS_DISCONN_SENT) || !credits_.may_send_control())
+        if ((state_ & SDP_CS_DISCONN_SENT) != 0 || !credits_.may_send_control())
             return -SDP_CORE_ESTATE;
         break;
     case wire::Mid::kAbortConn:
@@ -292,7 +293,7 @@ void Connection::tx_done(u32 mid)
 
 int Connection::control_due(u32 tx_queued, u16 posted_rx) const
 {
-    if (!(state_ & SDP_CS_ESTABLISHED) || (state_ & SDP_CS_ABORTED))
+    if ((state_ & SDP_CS_ESTABLISHED) == 0 || (state_ & SDP_CS_ABORTED) != 0)
         return 0;
     if (!credits_.may_send_control())
         return 0;
@@ -306,8 +307,8 @@ int Connection::control_due(u32 tx_queued, u16 posted_rx) const
     if (zc != 0 && (credits_.tx_credits() >= 2 ||
                     (zc != SDP_MID_SRC_AVAIL_CANCEL && zc != SDP_MID_SINK_AVAIL_CANCEL)))
         return zc;
-    if ((state_ & SDP_CS_SHUT_REQUESTED) && !(state_ & SDP_CS_DISCONN_SENT) && tx_queued == 0 &&
-        !zc_blocks_data())
+    if ((state_ & SDP_CS_SHUT_REQUESTED) != 0 && (state_ & SDP_CS_DISCONN_SENT) == 0 &&
+        tx_queued == 0 && !zc_blocks_data())
         return SDP_MID_DISCONN;
     // Closed both ways: no data follows in either direction, so neither side
     // needs credits any more, not even for updates.  Our DisConn stays the
@@ -353,7 +354,7 @@ int Connection::control_due(u32 tx_queued, u16 posted_rx) const
 
 int Connection::rx(const u8* buf, u32 byte_len, sdp_core_rx* out)
 {
-    if (state_ & (SDP_CS_ABORTED | SDP_CS_RX_FAILED)) {
+    if ((state_ & (SDP_CS_ABORTED | SDP_CS_RX_FAILED)) != 0) {
         *out = sdp_core_rx{};
         return -SDP_CORE_ESTATE;
     }
@@ -366,7 +367,7 @@ int Connection::rx(const u8* buf, u32 byte_len, sdp_core_rx* out)
 int Connection::rx_checked(const u8* buf, u32 byte_len, sdp_core_rx* out)
 {
     *out = sdp_core_rx{};
-    if (!(state_ & SDP_CS_ESTABLISHED))
+    if ((state_ & SDP_CS_ESTABLISHED) == 0)
         return -SDP_CORE_ESTATE;
     if (byte_len > rx_buf_size_)
         return -SDP_CORE_ETOOBIG;
@@ -387,7 +388,7 @@ int Connection::rx_checked(const u8* buf, u32 byte_len, sdp_core_rx* out)
 
     switch (msg.bsdh.mid) {
     case wire::Mid::kData:
-        if ((state_ & SDP_CS_DISCONN_RCVD) && msg.payload_len)
+        if ((state_ & SDP_CS_DISCONN_RCVD) != 0 && msg.payload_len != 0)
             return -SDP_CORE_EPROTO;
         if (msg.payload_len != 0) {
             // Nothing may overtake the bytes of the peer's own SrcAvail.
@@ -399,7 +400,7 @@ int Connection::rx_checked(const u8* buf, u32 byte_len, sdp_core_rx* out)
         // No payload: no pointer to subtract (a null difference is UB).
         out->payload_off = msg.payload != nullptr ? static_cast<u32>(msg.payload - buf) : 0;
         out->payload_len = msg.payload_len;
-        out->urgent = msg.payload_len && (msg.bsdh.flags & SDP_FLAG_OOB_PRES);
+        out->urgent = msg.payload_len != 0 && (msg.bsdh.flags & SDP_FLAG_OOB_PRES) != 0 ? 1 : 0;
         // A partial message may be the first of a sender's Nagle hold: it
         // needs our acknowledgement.  The host arms its delayed-ack timer
         // when one becomes owed.
@@ -409,7 +410,7 @@ int Connection::rx_checked(const u8* buf, u32 byte_len, sdp_core_rx* out)
         }
         return 0;
     case wire::Mid::kDisConn:
-        if (state_ & SDP_CS_DISCONN_RCVD)
+        if ((state_ & SDP_CS_DISCONN_RCVD) != 0)
             return -SDP_CORE_EPROTO;
         state_ |= SDP_CS_DISCONN_RCVD;
         // The peer sends nothing more: our SinkAvail will not be written.

@@ -21,6 +21,9 @@
 extern "C" {
 #endif
 
+/* The C ABI is named as the kernel names things, not as the C++ core does. */
+/* NOLINTBEGIN(readability-identifier-naming) */
+
 /*
  * Known-answer self-check of the wire codec and credit arithmetic, run by the
  * module at load so a miscompiled core never handles traffic.  Returns 0, or
@@ -509,6 +512,8 @@ void sdp_core_adv_release(struct sdp_core_conn *c);
  * sdp_core_adv_release() records a hit or a miss.
  */
 int sdp_core_adv_try(struct sdp_core_conn *c);
+
+/* NOLINTEND(readability-identifier-naming) */
 
 #ifdef __cplusplus
 }

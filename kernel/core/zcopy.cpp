@@ -114,8 +114,8 @@ int Connection::tx_src_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 poste
 {
     if (!zc_fits())
         return -SDP_CORE_ETOOBIG;
-    if (!(state_ & SDP_CS_ESTABLISHED) ||
-        (state_ & (SDP_CS_SHUT_REQUESTED | SDP_CS_ABORTED | SDP_CS_RX_FAILED)))
+    if ((state_ & SDP_CS_ESTABLISHED) == 0 ||
+        (state_ & (SDP_CS_SHUT_REQUESTED | SDP_CS_ABORTED | SDP_CS_RX_FAILED)) != 0)
         return -SDP_CORE_ESTATE;
     if (src_.state != Zc::kIdle || wr_compl_due_ != 0 || !credits_.may_send_data())
         return -SDP_CORE_ESTATE;
@@ -194,7 +194,7 @@ int Connection::rsa_next(u32 flags, sdp_core_zc* zc)
 int Connection::sink_take(u32 want, sdp_core_zc* out)
 {
     if (!psink_.usable || want == 0 || src_.state != Zc::kIdle || wr_compl_due_ != 0 ||
-        (state_ & (SDP_CS_DISCONN_SENT | SDP_CS_ABORTED | SDP_CS_RX_FAILED)))
+        (state_ & (SDP_CS_DISCONN_SENT | SDP_CS_ABORTED | SDP_CS_RX_FAILED)) != 0)
         return 0;
     const u32 n = want < psink_.len ? want : psink_.len;
     *out = sdp_core_zc{n, psink_.rkey, psink_.vaddr};
@@ -207,7 +207,7 @@ int Connection::rd_start(u32 n)
 {
     // A reset connection reads nothing more of what the peer offered.
     if (!rsa_.active || rsa_.stopped || rsa_.reading != 0 || n == 0 || n > rsa_.len - rsa_.read ||
-        (state_ & (SDP_CS_ABORTED | SDP_CS_RX_FAILED)))
+        (state_ & (SDP_CS_ABORTED | SDP_CS_RX_FAILED)) != 0)
         return -SDP_CORE_ESTATE;
     rsa_.reading = n;
     return 0;
@@ -264,8 +264,8 @@ int Connection::tx_sink_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 post
 {
     if (!zc_fits())
         return -SDP_CORE_ETOOBIG;
-    if (!(state_ & SDP_CS_ESTABLISHED) ||
-        (state_ & (SDP_CS_DISCONN_RCVD | SDP_CS_ABORTED | SDP_CS_RX_FAILED)))
+    if ((state_ & SDP_CS_ESTABLISHED) == 0 ||
+        (state_ & (SDP_CS_DISCONN_RCVD | SDP_CS_ABORTED | SDP_CS_RX_FAILED)) != 0)
         return -SDP_CORE_ESTATE;
     // A stale SinkCancelAck still to come would look like the answer to
     // the next advertisement's cancel.
@@ -334,18 +334,18 @@ void Connection::zc_status(struct sdp_core_zc_status* out) const
     out->src_state = static_cast<u32>(src_.state);
     out->src_len = src_.len;
     out->src_acked = src_.acked;
-    out->src_sink_stopped = src_.sink_stopped;
+    out->src_sink_stopped = static_cast<int>(src_.sink_stopped);
     if (rsa_left() != 0) {
         out->rsa_left = rsa_left();
         out->rsa_rkey = rsa_.rkey;
         out->rsa_vaddr = rsa_.vaddr + rsa_.read;
     }
-    out->rsa_reading = rsa_.reading != 0;
+    out->rsa_reading = static_cast<int>(rsa_.reading != 0);
     out->adv_state = static_cast<u32>(adv_.state);
     out->adv_written = adv_.written;
-    out->psink_usable = psink_.usable;
+    out->psink_usable = static_cast<int>(psink_.usable);
     out->psink_len = psink_.usable ? psink_.len : 0;
-    out->wr_compl_pending = wr_compl_due_ != 0;
+    out->wr_compl_pending = static_cast<int>(wr_compl_due_ != 0);
 }
 
 // The next zero-copy control message, most urgent first: the completion
@@ -412,7 +412,7 @@ int Connection::zc_rx(const wire::Message& msg, sdp_core_rx* out)
         const wire::SrcAvail& sa = msg.src_avail;
         // One offer at a time, none after the peer's DisConn, no inline
         // payload (we never accept it), and the range must be real.
-        if (rsa_.active || (state_ & SDP_CS_DISCONN_RCVD) || msg.payload_len != 0 ||
+        if (rsa_.active || (state_ & SDP_CS_DISCONN_RCVD) != 0 || msg.payload_len != 0 ||
             !valid_offer(sa.len, sa.vaddr))
             return -SDP_CORE_EPROTO;
         data_received();
@@ -472,7 +472,7 @@ int Connection::zc_rx(const wire::Message& msg, sdp_core_rx* out)
         // Usable only if the sink had every stream byte we sent.
         psink_.usable = zc_answer_fits() && (src_.state == Zc::kIdle || src_.state == Zc::kDone) &&
                         seq_at_or_after(msg.bsdh.mseq_ack, last_data_mseq_) &&
-                        !(state_ & SDP_CS_SHUT_REQUESTED);
+                        (state_ & SDP_CS_SHUT_REQUESTED) == 0;
         out->zc_bytes = sk.len;
         return 0;
     }
@@ -480,13 +480,13 @@ int Connection::zc_rx(const wire::Message& msg, sdp_core_rx* out)
         psink_.usable = false;
         // After our DisConn the sink needs no answer: the DisConn ended its
         // advertisement.
-        if (!(state_ & SDP_CS_DISCONN_SENT))
+        if ((state_ & SDP_CS_DISCONN_SENT) == 0)
             sink_cancel_ack_due_ = true;
         return 0;
     case wire::Mid::kRdmaWrCompl: {
         const u32 n = msg.rdma_compl_len;
         if ((adv_.state != Zc::kActive && adv_.state != Zc::kCancelling) || adv_.written != 0 ||
-            n == 0 || n > adv_.len || (state_ & SDP_CS_DISCONN_RCVD))
+            n == 0 || n > adv_.len || (state_ & SDP_CS_DISCONN_RCVD) != 0)
             return -SDP_CORE_EPROTO;
         adv_.written = n;
         if (adv_.state == Zc::kActive)
