@@ -102,9 +102,12 @@ if "${limit[@]}" "$run" -c "$rules" iperf3 -c $A -p 5301 -n 32M -J > "$work/iper
 	# iperf3's receiver stops reading when "test end" arrives on the
 	# control connection, which may overtake the last data on the data
 	# connection (esnet/iperf#382, over TCP too): it may count up to a
-	# window less than was sent.
-	if [ "$sent" = $((32 << 20)) ] && [ "$got" -le "$sent" ] && [ "$got" -gt $((31 << 20)) ]; then
-		pass "iperf3: 32 MiB sent, $got bytes counted by the server"
+	# window less than was sent.  And -n is not exact: the last round of
+	# the sender's multisend loop does not check the count, so one more
+	# 128 KiB block may go (esnet/iperf#768, over TCP too).
+	if [ "$sent" -ge $((32 << 20)) ] && [ "$sent" -le $(((32 << 20) + (128 << 10))) ] &&
+		[ "$got" -le "$sent" ] && [ "$got" -gt $((31 << 20)) ]; then
+		pass "iperf3: $sent bytes sent (-n 32M), $got counted by the server"
 	else
 		fail "iperf3: sent $sent bytes, the server counted $got"
 	fi
