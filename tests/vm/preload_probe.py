@@ -93,9 +93,14 @@ def epoll_server(addr, port, conns, threads):
             self.ep.register(s.fileno(), select.EPOLLIN | select.EPOLLOUT | select.EPOLLET)
 
         def close(self, fd, error=None):
+            # Forget the descriptor before closing it: once closed, the
+            # main thread may accept a connection that gets the same
+            # number and add() it here, and popping after that would
+            # drop the new connection's entry.
             self.ep.unregister(fd)
-            self.socks.pop(fd).close()
+            s = self.socks.pop(fd)
             self.pending.pop(fd)
+            s.close()
             if error:
                 errors.append(error)
             done.release()
