@@ -705,7 +705,6 @@ void sdp_tx_complete(struct sock *sk, struct ib_wc *wc);
 void sdp_push(struct sock *sk, unsigned int extra_opts);
 int sdp_send_control(struct sock *sk, unsigned int mid);
 int sdp_post_ctl(struct sock *sk, struct ib_send_wr *before, u8 mid, u32 len);
-u16 sdp_posted(struct sdp_sock *ssk);
 void sdp_keepalive_work(struct work_struct *work);
 void sdp_keepalive_complete(struct sock *sk, struct ib_wc *wc);
 void sdp_tx_watch_work(struct work_struct *work);

@@ -266,7 +266,7 @@ static int sdp_cm_route_resolved(struct sock *sk, struct rdma_cm_id *id)
 	if (err)
 		return err;
 	len = sdp_core_build_hello(&ssk->core, hello, sizeof(hello),
-				   (u16)sdp_rx_posted(ssk), sdp_local_port(id),
+				   sdp_local_port(id),
 				   id->route.addr.src_addr.ss_family == AF_INET6);
 	if (len < 0)
 		return sdp_core_errno(sk, len);
@@ -523,8 +523,7 @@ static int sdp_cm_conn_request(struct sock *parent, struct rdma_cm_id *id,
 			    IB_CM_REJ_CONSUMER_DEFINED);
 		goto fail;
 	}
-	len = sdp_core_build_hello_ack(&ssk->core, ack, sizeof(ack),
-				       (u16)sdp_rx_posted(ssk));
+	len = sdp_core_build_hello_ack(&ssk->core, ack, sizeof(ack));
 	if (len < 0)
 		goto fail;
 	param.private_data = ack;

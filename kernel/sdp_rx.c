@@ -92,6 +92,7 @@ int sdp_post_recvs(struct sock *sk)
 		rx->nfree--;
 		rx->posted[rx->post % rx->count] = b;
 		rx->post++;
+		sdp_core_rx_posted(&ssk->core, sdp_rx_posted(ssk));
 	}
 	return 0;
 }
@@ -176,6 +177,7 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 	}
 	b = rx->posted[rx->done % rx->count];
 	rx->done++;
+	sdp_core_rx_posted(&ssk->core, sdp_rx_posted(ssk));
 	b->off = 0;
 	b->end = 0;
 	if (wc->status != IB_WC_SUCCESS)

@@ -176,11 +176,6 @@ static int sdp_post_send(struct sdp_sock *ssk, struct sdp_ring *r,
 	return 0;
 }
 
-u16 sdp_posted(struct sdp_sock *ssk)
-{
-	return (u16)min_t(u32, sdp_rx_posted(ssk), U16_MAX);
-}
-
 /*
  * Post the control-ring buffer at ctl->post, whose len header bytes (message
  * mid) the core just built, behind the work requests `before` (the REG_MR
@@ -219,8 +214,7 @@ int sdp_send_control(struct sock *sk, unsigned int mid)
 	if (ctl->post - ctl->done >= ctl->count)
 		return -EAGAIN;
 	b = sdp_ring_buf(ctl, ctl->post);
-	len = sdp_core_tx_build(&ssk->core, b->data, mid, 0, 0,
-				sdp_posted(ssk));
+	len = sdp_core_tx_build(&ssk->core, b->data, mid, 0, 0);
 	if (len < 0)
 		return -EAGAIN;
 	if (sdp_post_ctl(sk, NULL, (u8)mid, len))
@@ -278,8 +272,7 @@ void sdp_push(struct sock *sk, unsigned int extra_opts)
 		}
 		hdr = sdp_core_tx_build(&ssk->core, b->data, SDP_MID_DATA,
 					payload,
-					b->urgent ? SDP_FLAG_OOB_PRES : 0,
-					sdp_posted(ssk));
+					b->urgent ? SDP_FLAG_OOB_PRES : 0);
 		if (hdr < 0)
 			break;
 		b->mid = SDP_MID_DATA;
@@ -293,8 +286,8 @@ void sdp_push(struct sock *sk, unsigned int extra_opts)
 	}
 control:
 	/* Several can be due at once (a zero-copy completion, then SendSM). */
-	while ((mid = sdp_core_control_due(&ssk->core, tx->tail - tx->post,
-					   sdp_posted(ssk))) != 0) {
+	while ((mid = sdp_core_control_due(&ssk->core,
+					   tx->tail - tx->post)) != 0) {
 		if (sdp_send_control(sk, mid))
 			break;
 	}

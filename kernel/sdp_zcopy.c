@@ -456,7 +456,7 @@ static int sdp_zc_offer(struct sock *sk, struct sdp_zc_map *map,
 	sock_owned_by_me(sk);
 
 	len = sdp_core_tx_src_avail(&ssk->core, b->data, SDP_CTL_BUF_SIZE,
-				    &zc, sdp_posted(ssk));
+				    &zc);
 	/* The peer's buffers are too small for the answers: no offer. */
 	*too_big = len == -SDP_CORE_ETOOBIG;
 	if (*too_big)
@@ -840,8 +840,8 @@ again:
 	zc.rkey = ssk->zc_mr[map->which]->rkey;
 	zc.vaddr = ssk->zc_mr[map->which]->iova;
 	b = sdp_ring_buf(&ssk->ctl, ssk->ctl.post);
-	hdr = sdp_core_tx_sink_avail(&ssk->core, b->data, SDP_CTL_BUF_SIZE, &zc,
-				     sdp_posted(ssk));
+	hdr = sdp_core_tx_sink_avail(&ssk->core, b->data, SDP_CTL_BUF_SIZE,
+				     &zc);
 	if (hdr < 0) {
 		sdp_mr_release(sk, map, true);
 		return 0;

@@ -68,10 +68,15 @@ const char* sdp_core_err_name(int err)
     }
 }
 
-int sdp_core_build_hello(sdp_core_conn* c, unsigned char* buf, unsigned int size,
-                         unsigned short posted_rx, unsigned short local_port, int ipv6)
+void sdp_core_rx_posted(sdp_core_conn* c, unsigned int posted)
 {
-    return conn(c)->build_hello(buf, size, posted_rx, local_port, ipv6 != 0);
+    conn(c)->rx_posted(posted);
+}
+
+int sdp_core_build_hello(sdp_core_conn* c, unsigned char* buf, unsigned int size,
+                         unsigned short local_port, int ipv6)
+{
+    return conn(c)->build_hello(buf, size, local_port, ipv6 != 0);
 }
 
 int sdp_core_on_hello_ack(sdp_core_conn* c, const unsigned char* buf, unsigned int size)
@@ -84,10 +89,9 @@ int sdp_core_on_hello(sdp_core_conn* c, const unsigned char* buf, unsigned int s
     return conn(c)->on_hello(buf, size);
 }
 
-int sdp_core_build_hello_ack(sdp_core_conn* c, unsigned char* buf, unsigned int size,
-                             unsigned short posted_rx)
+int sdp_core_build_hello_ack(sdp_core_conn* c, unsigned char* buf, unsigned int size)
 {
-    return conn(c)->build_hello_ack(buf, size, posted_rx);
+    return conn(c)->build_hello_ack(buf, size);
 }
 
 unsigned int sdp_core_seg_max(const sdp_core_conn* c)
@@ -102,9 +106,9 @@ enum sdp_core_tx_verdict sdp_core_tx_decide(const sdp_core_conn* c, unsigned int
 }
 
 int sdp_core_tx_build(sdp_core_conn* c, unsigned char* hdr, unsigned int mid,
-                      unsigned int payload_len, unsigned int flags, unsigned short posted_rx)
+                      unsigned int payload_len, unsigned int flags)
 {
-    return conn(c)->tx_build(hdr, mid, payload_len, flags, posted_rx);
+    return conn(c)->tx_build(hdr, mid, payload_len, flags);
 }
 
 void sdp_core_tx_done(sdp_core_conn* c, unsigned int mid)
@@ -112,9 +116,9 @@ void sdp_core_tx_done(sdp_core_conn* c, unsigned int mid)
     conn(c)->tx_done(mid);
 }
 
-int sdp_core_control_due(const sdp_core_conn* c, unsigned int tx_queued, unsigned short posted_rx)
+int sdp_core_control_due(const sdp_core_conn* c, unsigned int tx_queued)
 {
-    return conn(c)->control_due(tx_queued, posted_rx);
+    return conn(c)->control_due(tx_queued);
 }
 
 void sdp_core_ack_request(sdp_core_conn* c)
@@ -164,9 +168,9 @@ void sdp_core_zc_query(const sdp_core_conn* c, sdp_core_zc_status* st)
 }
 
 int sdp_core_tx_src_avail(sdp_core_conn* c, unsigned char* hdr, unsigned int size,
-                          const sdp_core_zc* zc, unsigned short posted_rx)
+                          const sdp_core_zc* zc)
 {
-    return conn(c)->tx_src_avail(hdr, size, *zc, posted_rx);
+    return conn(c)->tx_src_avail(hdr, size, *zc);
 }
 
 int sdp_core_src_cancel(sdp_core_conn* c)
@@ -250,9 +254,9 @@ void sdp_core_set_reader_waiting(sdp_core_conn* c, int waiting)
 }
 
 int sdp_core_tx_sink_avail(sdp_core_conn* c, unsigned char* hdr, unsigned int size,
-                           const sdp_core_zc* zc, unsigned short posted_rx)
+                           const sdp_core_zc* zc)
 {
-    return conn(c)->tx_sink_avail(hdr, size, *zc, posted_rx);
+    return conn(c)->tx_sink_avail(hdr, size, *zc);
 }
 
 void sdp_core_adv_cancel(sdp_core_conn* c)

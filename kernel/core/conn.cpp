@@ -80,13 +80,13 @@ void Connection::start(const wire::Bsdh& peer, u16 advertised)
     state_ |= SDP_CS_ESTABLISHED;
 }
 
-int Connection::build_hello(u8* buf, u32 size, u16 posted_rx, u16 local_port, bool ipv6)
+int Connection::build_hello(u8* buf, u32 size, u16 local_port, bool ipv6)
 {
     if ((state_ & SDP_CS_ESTABLISHED) != 0)
         return -SDP_CORE_ESTATE;
     wire::Message msg{};
     msg.bsdh.mid = wire::Mid::kHello;
-    msg.bsdh.bufs = posted_rx;
+    msg.bsdh.bufs = posted_rx_;
     msg.hello.major = SDP_VERSION_MAJOR;
     msg.hello.minor = SDP_VERSION_MINOR;
     msg.hello.ip_version = ipv6 ? wire::IpVersion::kV6 : wire::IpVersion::kV4;
@@ -97,7 +97,7 @@ int Connection::build_hello(u8* buf, u32 size, u16 posted_rx, u16 local_port, bo
     usize written = 0;
     if (wire::encode_header(msg, buf, size, &written) != wire::EncodeError::kNone)
         return -SDP_CORE_ENOROOM;
-    advertised_hello_bufs_ = posted_rx;
+    advertised_hello_bufs_ = posted_rx_;
     return static_cast<int>(written);
 }
 
@@ -137,13 +137,13 @@ int Connection::on_hello(const u8* buf, u32 size)
     return 0;
 }
 
-int Connection::build_hello_ack(u8* buf, u32 size, u16 posted_rx)
+int Connection::build_hello_ack(u8* buf, u32 size)
 {
     if (!have_peer_hello_ || (state_ & SDP_CS_ESTABLISHED) != 0)
         return -SDP_CORE_ESTATE;
     wire::Message msg{};
     msg.bsdh.mid = wire::Mid::kHelloAck;
-    msg.bsdh.bufs = posted_rx;
+    msg.bsdh.bufs = posted_rx_;
     msg.hello_ack.major = SDP_VERSION_MAJOR;
     msg.hello_ack.minor = SDP_VERSION_MINOR;
     msg.hello_ack.ip_version = 0;
@@ -151,7 +151,7 @@ int Connection::build_hello_ack(u8* buf, u32 size, u16 posted_rx)
     usize written = 0;
     if (wire::encode_header(msg, buf, size, &written) != wire::EncodeError::kNone)
         return -SDP_CORE_ENOROOM;
-    start(peer_hello_, posted_rx);
+    start(peer_hello_, posted_rx_);
     return static_cast<int>(written);
 }
 
@@ -196,7 +196,7 @@ sdp_core_tx_verdict Connection::tx_verdict(u32 seg_bytes, bool full, u32 opts) c
     return SDP_TX_POST;
 }
 
-int Connection::tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags, u16 posted_rx)
+int Connection::tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags)
 {
     if ((state_ & SDP_CS_ESTABLISHED) == 0)
         return -SDP_CORE_ESTATE;
@@ -246,7 +246,7 @@ int Connection::tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags, u16 poste
     // build that fails must not spend a credit or a sequence number.
     if (msg.bsdh.mid != wire::Mid::kData && payload_len != 0)
         return -SDP_CORE_EPROTO;
-    credits_.stamp_send(&msg.bsdh, posted_rx);
+    credits_.stamp_send(&msg.bsdh, posted_rx_);
     // Every message acknowledges everything received so far.
     ack_owed_ = false;
     ack_requested_ = false;
@@ -291,7 +291,7 @@ void Connection::tx_done(u32 mid)
         sends_in_flight_--;
 }
 
-int Connection::control_due(u32 tx_queued, u16 posted_rx) const
+int Connection::control_due(u32 tx_queued) const
 {
     if ((state_ & SDP_CS_ESTABLISHED) == 0 || (state_ & SDP_CS_ABORTED) != 0)
         return 0;
@@ -327,7 +327,7 @@ int Connection::control_due(u32 tx_queued, u16 posted_rx) const
     // acknowledgement and advertisement are as good as final.
     if (credits_.tx_credits() == 1 &&
         !(credits_.remote_credits() <= CreditLedger::kControlReserve &&
-          posted_rx > CreditLedger::kControlReserve && posted_rx > credits_.remote_credits()))
+          posted_rx_ > CreditLedger::kControlReserve && posted_rx_ > credits_.remote_credits()))
         return 0;
     // An acknowledgement the host asked for (a sender may hold small data
     // until it comes).  Data, if any could go, would have carried it.
@@ -336,7 +336,7 @@ int Connection::control_due(u32 tx_queued, u16 posted_rx) const
     // Queued data does not stand in for the update: the host asks after
     // posting what may go, so data still queued here is held (Nagle, cork)
     // or blocked, and a corked sender must still release a blocked peer.
-    if (credit_update_needed(credits_, posted_rx, active_))
+    if (credit_update_needed(credits_, posted_rx_, active_))
         return SDP_MID_DATA;
     // Active side, data blocked for credits (the last tx_decide() said so:
     // corked or Nagle-held data does not ask) exactly at the reserve, where

@@ -23,16 +23,20 @@ class Connection {
     void init(u32 rx_buf_size, u32 tx_buf_size);
     void set_timers(u32 ack_delay_ms, u32 zc_grace_ms);
 
-    int build_hello(u8* buf, u32 size, u16 posted_rx, u16 local_port, bool ipv6);
+    int build_hello(u8* buf, u32 size, u16 local_port, bool ipv6);
     int on_hello_ack(const u8* buf, u32 size);
     int on_hello(const u8* buf, u32 size);
-    int build_hello_ack(u8* buf, u32 size, u16 posted_rx);
+    int build_hello_ack(u8* buf, u32 size);
+    void rx_posted(u32 posted)
+    {
+        posted_rx_ = posted < 0xffffu ? static_cast<u16>(posted) : 0xffffu;
+    }
 
     u32 seg_max() const;
     sdp_core_tx_verdict tx_verdict(u32 seg_bytes, bool full, u32 opts) const;
-    int tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags, u16 posted_rx);
+    int tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags);
     void tx_done(u32 mid);
-    int control_due(u32 tx_queued, u16 posted_rx) const;
+    int control_due(u32 tx_queued) const;
     void shutdown_send() { state_ |= SDP_CS_SHUT_REQUESTED; }
     void ack_request() { ack_requested_ = ack_owed_; }
 
@@ -42,7 +46,7 @@ class Connection {
     void rx_fail() { state_ |= SDP_CS_RX_FAILED; }
 
     // Zero copy (zcopy.cpp); see sdp_core.h for the protocol.
-    int tx_src_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 posted_rx);
+    int tx_src_avail(u8* hdr, u32 size, const sdp_core_zc& zc);
     bool src_cancel();
     void src_release();
     int src_end(u32* acked) const;
@@ -61,7 +65,7 @@ class Connection {
     }
     int rsa_grace_end(bool reader_busy);
     void set_reader_waiting(bool waiting) { reader_waiting_ = waiting; }
-    int tx_sink_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 posted_rx);
+    int tx_sink_avail(u8* hdr, u32 size, const sdp_core_zc& zc);
     void adv_cancel();
     int adv_end(u32* written) const;
     void adv_release();
@@ -115,7 +119,7 @@ class Connection {
         bool usable;
     };
     int zc_rx(const wire::Message& msg, sdp_core_rx* out);
-    int send_offer(wire::Message* msg, u8* hdr, u32 size, u16 posted_rx);
+    int send_offer(wire::Message* msg, u8* hdr, u32 size);
     int zc_tx_build(wire::Message* msg);
     int zc_control_due() const;
     bool zc_blocks_data() const;
@@ -139,6 +143,9 @@ class Connection {
     u32 sends_in_flight_ = 0;               // every SEND not completed yet
     u32 sends_since_payload_ = 0xffffffffu; // SENDs posted after the last payload
     u32 state_ = 0;                         // SDP_CS_*
+    // Receive buffers posted and not yet consumed, as the host last reported
+    // (rx_posted()): what every message we send advertises.
+    u16 posted_rx_ = 0;
     // Timer durations (set_timers): the host runs the timers, we say when.
     u32 ack_delay_ms_ = SDP_CORE_ACK_DELAY_MS;
     u32 zc_grace_ms_ = SDP_CORE_ZC_GRACE_MS;

@@ -78,21 +78,29 @@ enum sdp_core_err {
 const char *sdp_core_err_name(int err);
 
 /*
+ * Receive buffers posted and not yet consumed (completed), reported by the
+ * host whenever the number changes: after posting, and for each receive
+ * completion.  Every message built afterwards advertises it (the Hello and
+ * HelloAck: the initial credit grant) and the credit-update rule of
+ * control_due() weighs it.
+ */
+void sdp_core_rx_posted(struct sdp_core_conn *c, unsigned int posted);
+
+/*
  * Connection setup.  The active side builds a Hello into the CM REQ private
  * data and parses the HelloAck from the REP; the passive side parses the
- * Hello and builds the HelloAck.  posted_rx is the number of receive buffers
- * posted before the message goes out: the initial credit grant.  Each
- * returns the bytes written (build) or 0 (parse), or -enum sdp_core_err.
+ * Hello and builds the HelloAck.  Each returns the bytes written (build) or
+ * 0 (parse), or -enum sdp_core_err.
  */
 int sdp_core_build_hello(struct sdp_core_conn *c, unsigned char *buf,
-			 unsigned int size, unsigned short posted_rx,
-			 unsigned short local_port, int ipv6);
+			 unsigned int size, unsigned short local_port,
+			 int ipv6);
 int sdp_core_on_hello_ack(struct sdp_core_conn *c, const unsigned char *buf,
 			  unsigned int size);
 int sdp_core_on_hello(struct sdp_core_conn *c, const unsigned char *buf,
 		      unsigned int size);
 int sdp_core_build_hello_ack(struct sdp_core_conn *c, unsigned char *buf,
-			     unsigned int size, unsigned short posted_rx);
+			     unsigned int size);
 
 /* Largest Data payload one message may carry (peer's and our limits). */
 unsigned int sdp_core_seg_max(const struct sdp_core_conn *c);
@@ -125,12 +133,12 @@ enum sdp_core_tx_verdict sdp_core_tx_decide(const struct sdp_core_conn *c,
  * RdmaRdCompl and RdmaWrCompl) and account it: sequence number, credit,
  * data in flight.  mid is Data, DisConn, AbortConn or a zero-copy control
  * message control_due() returned (its fields come from the core); flags
- * are BSDH flags (SDP_FLAG_OOB_PRES).  posted_rx: receive buffers posted
- * now.  Returns the header length, or -enum sdp_core_err.
+ * are BSDH flags (SDP_FLAG_OOB_PRES).  Returns the header length, or
+ * -enum sdp_core_err.
  */
 int sdp_core_tx_build(struct sdp_core_conn *c, unsigned char *hdr,
 		      unsigned int mid, unsigned int payload_len,
-		      unsigned int flags, unsigned short posted_rx);
+		      unsigned int flags);
 
 /* A SEND posted with tx_build completed (successfully or flushed). */
 void sdp_core_tx_done(struct sdp_core_conn *c, unsigned int mid);
@@ -143,7 +151,7 @@ void sdp_core_tx_done(struct sdp_core_conn *c, unsigned int mid);
  * tx_queued: Data segments queued and not yet posted.
  */
 int sdp_core_control_due(const struct sdp_core_conn *c,
-			 unsigned int tx_queued, unsigned short posted_rx);
+			 unsigned int tx_queued);
 
 /*
  * Acknowledge the data received so far at the next opportunity: the
@@ -400,8 +408,7 @@ void sdp_core_zc_query(const struct sdp_core_conn *c,
 
 /* SrcAvail for zc (header only, SDP_SRC_AVAIL_HDR_SIZE bytes at hdr). */
 int sdp_core_tx_src_avail(struct sdp_core_conn *c, unsigned char *hdr,
-			  unsigned int size, const struct sdp_core_zc *zc,
-			  unsigned short posted_rx);
+			  unsigned int size, const struct sdp_core_zc *zc);
 /* Take our SrcAvail back: 1 if a cancel is now due, 0 if nothing to cancel
  * (not offered, ended, or cancelled already: a SendSM asked for it). */
 int sdp_core_src_cancel(struct sdp_core_conn *c);
@@ -484,8 +491,7 @@ void sdp_core_set_reader_waiting(struct sdp_core_conn *c, int waiting);
 
 /* SinkAvail for zc (SDP_SINK_AVAIL_SIZE bytes at hdr). */
 int sdp_core_tx_sink_avail(struct sdp_core_conn *c, unsigned char *hdr,
-			   unsigned int size, const struct sdp_core_zc *zc,
-			   unsigned short posted_rx);
+			   unsigned int size, const struct sdp_core_zc *zc);
 void sdp_core_adv_cancel(struct sdp_core_conn *c);
 
 /*

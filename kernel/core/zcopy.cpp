@@ -94,11 +94,11 @@ bool Connection::zc_answer_fits() const
 
 // Stamp and encode a SrcAvail or SinkAvail (msg's extra header filled in).
 // Checked before anything is accounted: a failure spends nothing.
-int Connection::send_offer(wire::Message* msg, u8* hdr, u32 size, u16 posted_rx)
+int Connection::send_offer(wire::Message* msg, u8* hdr, u32 size)
 {
     if (size < wire::header_size(msg->bsdh.mid))
         return -SDP_CORE_ENOROOM;
-    credits_.stamp_send(&msg->bsdh, posted_rx);
+    credits_.stamp_send(&msg->bsdh, posted_rx_);
     ack_owed_ = false;
     ack_requested_ = false;
     usize written = 0;
@@ -110,7 +110,7 @@ int Connection::send_offer(wire::Message* msg, u8* hdr, u32 size, u16 posted_rx)
     return static_cast<int>(written);
 }
 
-int Connection::tx_src_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 posted_rx)
+int Connection::tx_src_avail(u8* hdr, u32 size, const sdp_core_zc& zc)
 {
     if (!zc_fits())
         return -SDP_CORE_ETOOBIG;
@@ -124,7 +124,7 @@ int Connection::tx_src_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 poste
     wire::Message msg{};
     msg.bsdh.mid = wire::Mid::kSrcAvail;
     msg.src_avail = {zc.len, zc.rkey, zc.vaddr};
-    const int written = send_offer(&msg, hdr, size, posted_rx);
+    const int written = send_offer(&msg, hdr, size);
     if (written > 0) {
         src_ = OwnSrcAvail{msg.bsdh.mseq, zc.len, 0, 0, Zc::kActive, false, false};
         data_sent(msg.bsdh.mseq);
@@ -260,7 +260,7 @@ int Connection::rsa_grace_end(bool reader_busy)
     return SDP_GRACE_ABANDONED;
 }
 
-int Connection::tx_sink_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 posted_rx)
+int Connection::tx_sink_avail(u8* hdr, u32 size, const sdp_core_zc& zc)
 {
     if (!zc_fits())
         return -SDP_CORE_ETOOBIG;
@@ -276,7 +276,7 @@ int Connection::tx_sink_avail(u8* hdr, u32 size, const sdp_core_zc& zc, u16 post
     wire::Message msg{};
     msg.bsdh.mid = wire::Mid::kSinkAvail;
     msg.sink_avail = {zc.len, zc.rkey, zc.vaddr, 0};
-    const int written = send_offer(&msg, hdr, size, posted_rx);
+    const int written = send_offer(&msg, hdr, size);
     if (written > 0)
         adv_ = OwnSinkAvail{msg.bsdh.mseq, zc.len, 0, Zc::kActive};
     return written;

@@ -286,6 +286,7 @@ void Harness::setup()
         d.rx_bufs = 1 + in_.byte() % 16;
         d.rx_empty = d.rx_bufs;
         sdp_core_conn_init(&d.conn, d.rx_buf_size, d.tx_buf_size);
+        sdp_core_rx_posted(&d.conn, d.rx_empty);
         CHECK(sdp_core_state(&d.conn) == 0 && sdp_core_tx_credits(&d.conn) == 0);
     }
     // Corruption of the Hello (1) or HelloAck (2), and its size.
@@ -297,13 +298,13 @@ void Harness::setup()
 
     // Nothing goes before the exchange.
     u8 hdr[64] = {};
-    CHECK(sdp_core_tx_build(&me(0).conn, hdr, SDP_MID_DATA, 0, 0, 1) < 0);
-    CHECK(sdp_core_build_hello_ack(&me(1).conn, hdr, sizeof(hdr), 1) < 0);
+    CHECK(sdp_core_tx_build(&me(0).conn, hdr, SDP_MID_DATA, 0, 0) < 0);
+    CHECK(sdp_core_build_hello_ack(&me(1).conn, hdr, sizeof(hdr)) < 0);
 
     u8 req[SDP_CM_REQ_PRIVATE_DATA] = {};
-    CHECK(sdp_core_build_hello(&me(0).conn, req, SDP_HELLO_MODERN_SIZE - 1, 1, 1, 0) ==
+    CHECK(sdp_core_build_hello(&me(0).conn, req, SDP_HELLO_MODERN_SIZE - 1, 1, 0) ==
           -SDP_CORE_ENOROOM);
-    const int n = sdp_core_build_hello(&me(0).conn, req, sizeof(req), posted(0), 5001, 0);
+    const int n = sdp_core_build_hello(&me(0).conn, req, sizeof(req), 5001, 0);
     CHECK(n == SDP_HELLO_MODERN_SIZE);
     wire::Message m{};
     CHECK(wire::decode(req, sizeof(req), &m) == wire::DecodeError::kNone);
@@ -324,10 +325,9 @@ void Harness::setup()
     me(1).last_bufs = m.bsdh.bufs;
 
     u8 rep[SDP_CM_REP_PRIVATE_DATA] = {};
-    CHECK(sdp_core_build_hello_ack(&me(1).conn, rep, SDP_HELLO_ACK_SIZE - 1, 1) ==
-          -SDP_CORE_ENOROOM);
+    CHECK(sdp_core_build_hello_ack(&me(1).conn, rep, SDP_HELLO_ACK_SIZE - 1) == -SDP_CORE_ENOROOM);
     CHECK((sdp_core_state(&me(1).conn) & SDP_CS_ESTABLISHED) == 0);
-    const int k = sdp_core_build_hello_ack(&me(1).conn, rep, sizeof(rep), posted(1));
+    const int k = sdp_core_build_hello_ack(&me(1).conn, rep, sizeof(rep));
     CHECK(k == SDP_HELLO_ACK_SIZE);
     CHECK(wire::decode(rep, sizeof(rep), &m) == wire::DecodeError::kNone);
     CHECK(m.bsdh.mid == wire::Mid::kHelloAck && m.bsdh.mseq == 0 && m.bsdh.bufs == posted(1));
@@ -389,13 +389,13 @@ void Harness::check_invariants()
         if (!established(s)) {
             CHECK(credits == 0);
             CHECK(sdp_core_tx_decide(&d.conn, 1, 1, SDP_TXO_PUSH) == SDP_TX_CLOSED);
-            CHECK(sdp_core_control_due(&d.conn, 0, posted(s)) == 0);
+            CHECK(sdp_core_control_due(&d.conn, 0) == 0);
             continue;
         }
         CHECK(credits <= d.last_bufs);
         if (aborted(s)) {
             CHECK(sdp_core_tx_decide(&d.conn, 1, 1, SDP_TXO_PUSH) == SDP_TX_CLOSED);
-            CHECK(sdp_core_control_due(&d.conn, queued(s), posted(s)) == 0);
+            CHECK(sdp_core_control_due(&d.conn, queued(s)) == 0);
         }
         // The credits the engine believes in are real: the peer posted
         // that many empty buffers beyond our SENDs on their way.
@@ -496,7 +496,7 @@ int Harness::build(int s, u32 mid, u32 payload, u32 flags)
     u8 hdr[64];
     std::memset(hdr, 0xa5, sizeof(hdr));
     const u32 credits0 = sdp_core_tx_credits(&d.conn);
-    const int rc = sdp_core_tx_build(&d.conn, hdr, mid, payload, flags, posted(s));
+    const int rc = sdp_core_tx_build(&d.conn, hdr, mid, payload, flags);
     after_build(s, hdr, rc, mid, payload, credits0);
     return rc;
 }
@@ -526,7 +526,7 @@ void Harness::push(int s, u32 opts, u32 max_segs)
 
 void Harness::control(int s)
 {
-    const int due = sdp_core_control_due(&me(s).conn, queued(s), posted(s));
+    const int due = sdp_core_control_due(&me(s).conn, queued(s));
     if (due == 0)
         return;
     CHECK(established(s) && !aborted(s));
@@ -574,7 +574,7 @@ void Harness::src_avail(int s)
     const u32 credits0 = sdp_core_tx_credits(&d.conn);
     const sdp_core_zc zc{len, d.next_key, vaddr};
     u8 hdr[SDP_SRC_AVAIL_HDR_SIZE];
-    const int rc = sdp_core_tx_src_avail(&d.conn, hdr, size, &zc, posted(s));
+    const int rc = sdp_core_tx_src_avail(&d.conn, hdr, size, &zc);
     if (!valid || size < SDP_SRC_AVAIL_HDR_SIZE || !established(s) || aborted(s) || d.shut ||
         zc0.src_state != SDP_ZC_IDLE)
         CHECK(rc < 0);
@@ -614,7 +614,7 @@ void Harness::sink_avail(int s)
     const u32 credits0 = sdp_core_tx_credits(&d.conn);
     const sdp_core_zc zc{len, d.next_key, vaddr};
     u8 hdr[SDP_SINK_AVAIL_SIZE];
-    const int rc = sdp_core_tx_sink_avail(&d.conn, hdr, size, &zc, posted(s));
+    const int rc = sdp_core_tx_sink_avail(&d.conn, hdr, size, &zc);
     if (!valid || size < SDP_SINK_AVAIL_SIZE || !established(s) || aborted(s) ||
         zc0.adv_state != SDP_ZC_IDLE || (d.state & SDP_CS_DISCONN_RCVD) != 0)
         CHECK(rc < 0);
@@ -671,7 +671,7 @@ void Harness::sink_take(int s)
     d.wr_unreported = zc.len;
     // Its completion goes before anything else.
     if (sdp_core_tx_credits(&d.conn) > 0)
-        CHECK(sdp_core_control_due(&d.conn, queued(s), posted(s)) == SDP_MID_RDMA_WR_COMPL);
+        CHECK(sdp_core_control_due(&d.conn, queued(s)) == SDP_MID_RDMA_WR_COMPL);
     CHECK(sdp_core_tx_decide(&d.conn, 1, 1, SDP_TXO_PUSH) != SDP_TX_POST);
 }
 
@@ -739,8 +739,8 @@ void Harness::late_hello(int s)
     CHECK(wire::encode_header(m, buf, sizeof(buf), &n) == wire::EncodeError::kNone);
     CHECK(sdp_core_on_hello_ack(&d.conn, buf, sizeof(buf)) < 0);
     CHECK(sdp_core_on_hello(&d.conn, buf, sizeof(buf)) < 0);
-    CHECK(sdp_core_build_hello(&d.conn, buf, sizeof(buf), 1, 1, 0) < 0);
-    CHECK(sdp_core_build_hello_ack(&d.conn, buf, sizeof(buf), 1) < 0);
+    CHECK(sdp_core_build_hello(&d.conn, buf, sizeof(buf), 1, 0) < 0);
+    CHECK(sdp_core_build_hello_ack(&d.conn, buf, sizeof(buf)) < 0);
     CHECK(sdp_core_tx_credits(&d.conn) == credits0 && sdp_core_seg_max(&d.conn) == seg0);
 }
 
@@ -828,6 +828,7 @@ void Harness::receive(int s, const Bytes& msg)
     // An honest peer's message is accepted unless this side aborted.
     const bool honest = !hostile_ && !refuse && msg.size() <= d.rx_buf_size;
     d.rx_empty--;
+    sdp_core_rx_posted(&d.conn, d.rx_empty);
 
     // Exactly sized, so ASan sees any read past the message.
     const std::unique_ptr<u8[]> buf(new u8[msg.empty() ? 1 : msg.size()]);
@@ -851,6 +852,7 @@ void Harness::receive(int s, const Bytes& msg)
     if (rc < 0) {
         CHECK(rc >= -SDP_CORE_ESTATE);
         d.rx_empty++;
+        sdp_core_rx_posted(&d.conn, d.rx_empty);
         // A message refused after the ledger took it may have set the credits.
         wire::Message m{};
         if (wire::decode(msg.data(), msg.size(), &m) == wire::DecodeError::kNone &&
@@ -974,8 +976,10 @@ void Harness::accepted(int s, const Bytes& msg, const sdp_core_rx& rx, u32 state
     default:
         CHECK(false);
     }
-    if (free_now)
+    if (free_now) {
         d.rx_empty++;
+        sdp_core_rx_posted(&d.conn, d.rx_empty);
+    }
     if (rx.ack_timer_ms != 0 && (in_.byte() & 3) == 0)
         sdp_core_ack_request(&d.conn); // the delayed-ack timer fires
 }
@@ -992,6 +996,7 @@ void Harness::read(int s, u32 n)
         if (left == 0) {
             d.held.pop_front();
             d.rx_empty++;
+            sdp_core_rx_posted(&d.conn, d.rx_empty);
         }
     }
     if (d.held.empty() && (in_.byte() & 1) != 0)

@@ -8,6 +8,7 @@
 // on the peer) or written out here byte by byte (Raw()), so that malformed
 // and hostile input can be fed too.  Every input is an exactly sized heap
 // buffer: under ASan a read past byte_len fails the test.
+#include "posted_calls.h"
 #include "sdp_core.h"
 #include "sdp_wire.h"
 
@@ -105,12 +106,11 @@ class Pair {
     void Connect()
     {
         unsigned char req[SDP_CM_REQ_PRIVATE_DATA] = {};
-        const int n =
-            sdp_core_build_hello(&active, req, sizeof(req), sizes_.active_posted, 5001, 0);
+        const int n = BuildHello(&active, req, sizeof(req), sizes_.active_posted, 5001, 0);
         ASSERT_EQ(n, SDP_HELLO_MODERN_SIZE) << ErrName(n);
         ASSERT_RC(sdp_core_on_hello(&passive, req, sizeof(req)), 0);
         unsigned char rep[SDP_CM_REP_PRIVATE_DATA] = {};
-        const int m = sdp_core_build_hello_ack(&passive, rep, sizeof(rep), sizes_.passive_posted);
+        const int m = BuildHelloAck(&passive, rep, sizeof(rep), sizes_.passive_posted);
         ASSERT_EQ(m, SDP_HELLO_ACK_SIZE) << ErrName(m);
         ASSERT_RC(sdp_core_on_hello_ack(&active, rep, sizeof(rep)), 0);
     }
@@ -120,7 +120,7 @@ class Pair {
                        unsigned short posted)
     {
         Bytes b(kBsdh + payload, 0x5a);
-        const int n = sdp_core_tx_build(from, b.data(), mid, payload, flags, posted);
+        const int n = TxBuild(from, b.data(), mid, payload, flags, posted);
         EXPECT_EQ(n, static_cast<int>(kBsdh)) << ErrName(n);
         return b;
     }
@@ -158,7 +158,7 @@ TEST(ConnSetup, HelloBytesAsSpecified)
     sdp_core_conn_init(&c, 8192, 4096);
     unsigned char buf[SDP_CM_REQ_PRIVATE_DATA];
     std::memset(buf, 0xee, sizeof(buf));
-    ASSERT_EQ(sdp_core_build_hello(&c, buf, sizeof(buf), 63, 0x1389, 0), SDP_HELLO_MODERN_SIZE);
+    ASSERT_EQ(BuildHello(&c, buf, sizeof(buf), 63, 0x1389, 0), SDP_HELLO_MODERN_SIZE);
     EXPECT_EQ(buf[0], SDP_MID_HELLO);
     EXPECT_EQ(buf[1], 0) << "flags";
     EXPECT_EQ(Be16(buf + 2), 63u) << "bufs: the posted receive buffers";
@@ -176,7 +176,7 @@ TEST(ConnSetup, HelloBytesAsSpecified)
 
     sdp_core_conn c6;
     sdp_core_conn_init(&c6, 8192, 4096);
-    ASSERT_EQ(sdp_core_build_hello(&c6, buf, sizeof(buf), 1, 1, 1), SDP_HELLO_MODERN_SIZE);
+    ASSERT_EQ(BuildHello(&c6, buf, sizeof(buf), 1, 1, 1), SDP_HELLO_MODERN_SIZE);
     EXPECT_EQ(buf[17] >> 4, 6) << "IPv6";
 }
 
@@ -184,12 +184,12 @@ TEST(ConnSetup, HelloAckBytesAsSpecified)
 {
     Pair p;
     unsigned char req[SDP_CM_REQ_PRIVATE_DATA] = {};
-    ASSERT_GT(sdp_core_build_hello(&p.active, req, sizeof(req), 8, 1, 0), 0);
+    ASSERT_GT(BuildHello(&p.active, req, sizeof(req), 8, 1, 0), 0);
     ASSERT_RC(sdp_core_on_hello(&p.passive, req, sizeof(req)), 0);
     EXPECT_EQ(sdp_core_state(&p.passive), 0u) << "established only once the HelloAck is built";
     unsigned char rep[SDP_CM_REP_PRIVATE_DATA];
     std::memset(rep, 0xee, sizeof(rep));
-    ASSERT_EQ(sdp_core_build_hello_ack(&p.passive, rep, sizeof(rep), 17), SDP_HELLO_ACK_SIZE);
+    ASSERT_EQ(BuildHelloAck(&p.passive, rep, sizeof(rep), 17), SDP_HELLO_ACK_SIZE);
     EXPECT_EQ(rep[0], SDP_MID_HELLO_ACK);
     EXPECT_EQ(Be16(rep + 2), 17u);
     EXPECT_EQ(Be32(rep + 4), unsigned{SDP_HELLO_ACK_SIZE});
@@ -231,7 +231,7 @@ TEST(ConnSetup, ZeroPostedGivesNoCredits)
     p.Connect();
     EXPECT_EQ(sdp_core_tx_credits(&p.active), 0u);
     EXPECT_EQ(sdp_core_tx_decide(&p.active, 10, 1, 0), SDP_TX_NO_CREDIT);
-    EXPECT_EQ(sdp_core_control_due(&p.active, 0, 0), 0) << "nothing can go without a credit";
+    EXPECT_EQ(ControlDue(&p.active, 0, 0), 0) << "nothing can go without a credit";
 }
 
 TEST(ConnSetup, HistoricalHelloWithAddressesAccepted)
@@ -247,7 +247,7 @@ TEST(ConnSetup, HistoricalHelloWithAddressesAccepted)
     sdp_core_conn_init(&c, 4096, 4096);
     ASSERT_RC(sdp_core_on_hello(&c, h.data(), static_cast<unsigned>(h.size())), 0);
     unsigned char rep[SDP_HELLO_ACK_SIZE];
-    ASSERT_EQ(sdp_core_build_hello_ack(&c, rep, sizeof(rep), 4), SDP_HELLO_ACK_SIZE);
+    ASSERT_EQ(BuildHelloAck(&c, rep, sizeof(rep), 4), SDP_HELLO_ACK_SIZE);
     EXPECT_EQ(sdp_core_tx_credits(&c), 9u);
     EXPECT_EQ(sdp_core_seg_max(&c), 1000u - kBsdh);
 }
@@ -257,19 +257,19 @@ TEST(ConnSetup, VersionMismatch)
     // Hello with major 3.
     Pair p;
     unsigned char req[SDP_CM_REQ_PRIVATE_DATA] = {};
-    ASSERT_GT(sdp_core_build_hello(&p.active, req, sizeof(req), 8, 1, 0), 0);
+    ASSERT_GT(BuildHello(&p.active, req, sizeof(req), 8, 1, 0), 0);
     req[16] = 0x32;
     EXPECT_RC(sdp_core_on_hello(&p.passive, req, sizeof(req)), -SDP_CORE_EVERSION);
     unsigned char rep[SDP_CM_REP_PRIVATE_DATA] = {};
-    EXPECT_RC(sdp_core_build_hello_ack(&p.passive, rep, sizeof(rep), 8), -SDP_CORE_ESTATE)
+    EXPECT_RC(BuildHelloAck(&p.passive, rep, sizeof(rep), 8), -SDP_CORE_ESTATE)
         << "no HelloAck for a rejected Hello";
     EXPECT_EQ(sdp_core_state(&p.passive), 0u);
 
     // HelloAck with major 1.
     Pair q;
-    ASSERT_GT(sdp_core_build_hello(&q.active, req, sizeof(req), 8, 1, 0), 0);
+    ASSERT_GT(BuildHello(&q.active, req, sizeof(req), 8, 1, 0), 0);
     ASSERT_RC(sdp_core_on_hello(&q.passive, req, sizeof(req)), 0);
-    ASSERT_GT(sdp_core_build_hello_ack(&q.passive, rep, sizeof(rep), 8), 0);
+    ASSERT_GT(BuildHelloAck(&q.passive, rep, sizeof(rep), 8), 0);
     rep[16] = 0x12;
     EXPECT_RC(sdp_core_on_hello_ack(&q.active, rep, sizeof(rep)), -SDP_CORE_EVERSION);
     EXPECT_EQ(sdp_core_state(&q.active), 0u);
@@ -283,12 +283,12 @@ TEST(ConnSetup, BadSizes)
     sdp_core_conn c;
     sdp_core_conn_init(&c, 4096, 4096);
     unsigned char buf[SDP_CM_REP_PRIVATE_DATA] = {};
-    EXPECT_RC(sdp_core_build_hello(&c, buf, SDP_HELLO_MODERN_SIZE - 1, 8, 1, 0), -SDP_CORE_ENOROOM);
-    EXPECT_RC(sdp_core_build_hello(&c, buf, 0, 8, 1, 0), -SDP_CORE_ENOROOM);
+    EXPECT_RC(BuildHello(&c, buf, SDP_HELLO_MODERN_SIZE - 1, 8, 1, 0), -SDP_CORE_ENOROOM);
+    EXPECT_RC(BuildHello(&c, buf, 0, 8, 1, 0), -SDP_CORE_ENOROOM);
 
     // A valid Hello to mutate.
     Bytes hello(SDP_HELLO_MODERN_SIZE);
-    ASSERT_EQ(sdp_core_build_hello(&c, hello.data(), static_cast<unsigned>(hello.size()), 8, 1, 0),
+    ASSERT_EQ(BuildHello(&c, hello.data(), static_cast<unsigned>(hello.size()), 8, 1, 0),
               SDP_HELLO_MODERN_SIZE);
     auto on_hello = [](const Bytes& b) {
         sdp_core_conn p;
@@ -321,19 +321,17 @@ TEST(ConnSetup, BadSizes)
 
     // HelloAck side.
     Pair p;
-    ASSERT_GT(sdp_core_build_hello(&p.active, buf, SDP_CM_REQ_PRIVATE_DATA, 8, 1, 0), 0);
+    ASSERT_GT(BuildHello(&p.active, buf, SDP_CM_REQ_PRIVATE_DATA, 8, 1, 0), 0);
     ASSERT_RC(sdp_core_on_hello(&p.passive, buf, SDP_CM_REQ_PRIVATE_DATA), 0);
-    EXPECT_RC(sdp_core_build_hello_ack(&p.passive, buf, SDP_HELLO_ACK_SIZE - 1, 8),
-              -SDP_CORE_ENOROOM);
+    EXPECT_RC(BuildHelloAck(&p.passive, buf, SDP_HELLO_ACK_SIZE - 1, 8), -SDP_CORE_ENOROOM);
     EXPECT_EQ(sdp_core_state(&p.passive), 0u) << "a failed build does not establish";
     Bytes ack(SDP_HELLO_ACK_SIZE);
-    ASSERT_EQ(sdp_core_build_hello_ack(&p.passive, ack.data(), SDP_HELLO_ACK_SIZE, 8),
-              SDP_HELLO_ACK_SIZE);
+    ASSERT_EQ(BuildHelloAck(&p.passive, ack.data(), SDP_HELLO_ACK_SIZE, 8), SDP_HELLO_ACK_SIZE);
     auto on_ack = [](const Bytes& b) {
         sdp_core_conn a;
         sdp_core_conn_init(&a, 4096, 4096);
         unsigned char req[SDP_CM_REQ_PRIVATE_DATA];
-        EXPECT_GT(sdp_core_build_hello(&a, req, sizeof(req), 8, 1, 0), 0);
+        EXPECT_GT(BuildHello(&a, req, sizeof(req), 8, 1, 0), 0);
         Bytes copy(b);
         const int rc = sdp_core_on_hello_ack(&a, copy.data(), static_cast<unsigned>(copy.size()));
         if (rc != 0)
@@ -358,24 +356,24 @@ TEST(ConnSetup, CallsOutOfOrder)
     sdp_core_conn c;
     sdp_core_conn_init(&c, 4096, 4096);
     unsigned char buf[SDP_CM_REP_PRIVATE_DATA] = {};
-    EXPECT_RC(sdp_core_build_hello_ack(&c, buf, sizeof(buf), 8), -SDP_CORE_ESTATE)
+    EXPECT_RC(BuildHelloAck(&c, buf, sizeof(buf), 8), -SDP_CORE_ESTATE)
         << "HelloAck without a Hello";
     unsigned char hdr[kBsdh];
-    EXPECT_RC(sdp_core_tx_build(&c, hdr, SDP_MID_DATA, 1, 0, 8), -SDP_CORE_ESTATE);
-    EXPECT_RC(sdp_core_tx_build(&c, hdr, SDP_MID_DISCONN, 0, 0, 8), -SDP_CORE_ESTATE);
+    EXPECT_RC(TxBuild(&c, hdr, SDP_MID_DATA, 1, 0, 8), -SDP_CORE_ESTATE);
+    EXPECT_RC(TxBuild(&c, hdr, SDP_MID_DISCONN, 0, 0, 8), -SDP_CORE_ESTATE);
     EXPECT_EQ(sdp_core_tx_decide(&c, 1, 1, 0), SDP_TX_CLOSED);
-    EXPECT_EQ(sdp_core_control_due(&c, 0, 8), 0);
+    EXPECT_EQ(ControlDue(&c, 0, 8), 0);
     sdp_core_shutdown_send(&c);
-    EXPECT_EQ(sdp_core_control_due(&c, 0, 8), 0) << "no DisConn before the connection exists";
+    EXPECT_EQ(ControlDue(&c, 0, 8), 0) << "no DisConn before the connection exists";
     sdp_core_rx rx{};
     EXPECT_RC(Recv(&c, Raw(SDP_MID_DATA, 0, 8, 1, 0, 4), &rx), -SDP_CORE_ESTATE);
 
     // Established: no second setup in either role.
     Pair p;
     p.Connect();
-    EXPECT_RC(sdp_core_build_hello(&p.active, buf, sizeof(buf), 8, 1, 0), -SDP_CORE_ESTATE);
-    EXPECT_RC(sdp_core_build_hello(&p.passive, buf, sizeof(buf), 8, 1, 0), -SDP_CORE_ESTATE);
-    EXPECT_RC(sdp_core_build_hello_ack(&p.passive, buf, sizeof(buf), 8), -SDP_CORE_ESTATE);
+    EXPECT_RC(BuildHello(&p.active, buf, sizeof(buf), 8, 1, 0), -SDP_CORE_ESTATE);
+    EXPECT_RC(BuildHello(&p.passive, buf, sizeof(buf), 8, 1, 0), -SDP_CORE_ESTATE);
+    EXPECT_RC(BuildHelloAck(&p.passive, buf, sizeof(buf), 8), -SDP_CORE_ESTATE);
 }
 
 TEST(ConnSetup, SetupMessagesRejectedOnceEstablished)
@@ -385,7 +383,7 @@ TEST(ConnSetup, SetupMessagesRejectedOnceEstablished)
     unsigned char req[SDP_CM_REQ_PRIVATE_DATA] = {};
     sdp_core_conn other;
     sdp_core_conn_init(&other, 4096, 4096);
-    ASSERT_GT(sdp_core_build_hello(&other, req, sizeof(req), 8, 1, 0), 0);
+    ASSERT_GT(BuildHello(&other, req, sizeof(req), 8, 1, 0), 0);
     EXPECT_RC(sdp_core_on_hello(&p.passive, req, sizeof(req)), -SDP_CORE_ESTATE);
     EXPECT_RC(sdp_core_on_hello(&p.active, req, sizeof(req)), -SDP_CORE_ESTATE);
     unsigned char rep[SDP_CM_REP_PRIVATE_DATA] = {};
@@ -417,9 +415,8 @@ TEST(ConnSetup, SegMaxIsMinOfPeerRcvAndOwnTxLessBsdh)
         EXPECT_EQ(sdp_core_seg_max(&p.passive), k.p_seg);
         // A segment of exactly seg_max is accepted, one byte more is not.
         unsigned char hdr[kBsdh];
-        EXPECT_RC(sdp_core_tx_build(&p.active, hdr, SDP_MID_DATA, k.a_seg + 1, 0, 8),
-                  -SDP_CORE_ETOOBIG);
-        EXPECT_EQ(sdp_core_tx_build(&p.active, hdr, SDP_MID_DATA, k.a_seg, 0, 8), int{kBsdh});
+        EXPECT_RC(TxBuild(&p.active, hdr, SDP_MID_DATA, k.a_seg + 1, 0, 8), -SDP_CORE_ETOOBIG);
+        EXPECT_EQ(TxBuild(&p.active, hdr, SDP_MID_DATA, k.a_seg, 0, 8), int{kBsdh});
         EXPECT_EQ(Be32(hdr + 4), k.a_seg + kBsdh);
     }
 }
@@ -442,7 +439,7 @@ class ConnTx : public ::testing::Test {
     void SendData(unsigned len = 100)
     {
         unsigned char hdr[kBsdh];
-        ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, len, 0, 8), int{kBsdh});
+        ASSERT_EQ(TxBuild(A(), hdr, SDP_MID_DATA, len, 0, 8), int{kBsdh});
     }
     Pair p_;
 };
@@ -487,11 +484,11 @@ TEST_F(ConnTx, NagleHoldsSmallDataUntilThePeerAcknowledges)
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, SDP_TXO_NODELAY), SDP_TX_POST);
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 1, 0), SDP_TX_POST) << "full segments are not held";
     // The passive side owes the acknowledgement but sends it only when asked.
-    EXPECT_EQ(sdp_core_control_due(P(), 0, 8), 0);
+    EXPECT_EQ(ControlDue(P(), 0, 8), 0);
     sdp_core_ack_request(P());
-    ASSERT_EQ(sdp_core_control_due(P(), 0, 8), SDP_MID_DATA);
+    ASSERT_EQ(ControlDue(P(), 0, 8), SDP_MID_DATA);
     ASSERT_RC(Pair::Send(P(), A(), SDP_MID_DATA, 0, &rx), 0);
-    EXPECT_EQ(sdp_core_control_due(P(), 0, 8), 0) << "acknowledged once";
+    EXPECT_EQ(ControlDue(P(), 0, 8), 0) << "acknowledged once";
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, 0), SDP_TX_POST) << "the acknowledgement releases it";
 }
 
@@ -508,7 +505,7 @@ TEST_F(ConnTx, PeerDataCarriesTheAcknowledgement)
     // A reply (request/response) acknowledges without an extra message.
     ASSERT_RC(Pair::Send(P(), A(), SDP_MID_DATA, 5, &rx), 0);
     sdp_core_ack_request(P()); // the timer fires later: nothing is owed
-    EXPECT_EQ(sdp_core_control_due(P(), 0, 8), 0);
+    EXPECT_EQ(ControlDue(P(), 0, 8), 0);
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, 0), SDP_TX_POST);
 }
 
@@ -534,7 +531,7 @@ TEST_F(ConnTx, FullMessagesOweNoAcknowledgement)
     ASSERT_RC(Pair::Send(A(), P(), SDP_MID_DATA, Seg(), &rx), 0);
     EXPECT_EQ(rx.ack_timer_ms, 0u);
     sdp_core_ack_request(P());
-    EXPECT_EQ(sdp_core_control_due(P(), 0, 8), 0);
+    EXPECT_EQ(ControlDue(P(), 0, 8), 0);
     ASSERT_RC(Pair::Send(A(), P(), SDP_MID_DATA, 0, &rx), 0);
     EXPECT_EQ(rx.ack_timer_ms, 0u) << "a credit update is not data to acknowledge";
 }
@@ -570,11 +567,11 @@ TEST_F(ConnTx, NoCreditAtTheControlReserve)
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 1, SDP_TXO_PUSH | SDP_TXO_NODELAY), SDP_TX_NO_CREDIT);
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, 0), SDP_TX_HOLD) << "Nagle first: data is in flight";
     unsigned char hdr[kBsdh];
-    EXPECT_RC(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 1, 0, 8), -SDP_CORE_ESTATE)
+    EXPECT_RC(TxBuild(A(), hdr, SDP_MID_DATA, 1, 0, 8), -SDP_CORE_ESTATE)
         << "tx_build enforces the reserve too";
     // The reserve is for control messages: a credit update and a DisConn.
-    EXPECT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
-    EXPECT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DISCONN, 0, 0, 8), int{kBsdh});
+    EXPECT_EQ(TxBuild(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
+    EXPECT_EQ(TxBuild(A(), hdr, SDP_MID_DISCONN, 0, 0, 8), int{kBsdh});
     EXPECT_EQ(sdp_core_tx_credits(A()), 0u);
 
     // New credits from the peer (it saw all 8 messages) release data again.
@@ -608,32 +605,31 @@ TEST_F(ConnTx, ClosedAfterDisConn)
     EXPECT_EQ(sdp_core_state(A()) & SDP_CS_SHUT_REQUESTED, unsigned{SDP_CS_SHUT_REQUESTED});
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 1, 0), SDP_TX_POST) << "queued data still goes";
     unsigned char hdr[kBsdh];
-    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DISCONN, 0, 0, 8), int{kBsdh});
+    ASSERT_EQ(TxBuild(A(), hdr, SDP_MID_DISCONN, 0, 0, 8), int{kBsdh});
     EXPECT_EQ(hdr[0], SDP_MID_DISCONN);
     EXPECT_EQ(Be32(hdr + 4), kBsdh);
     EXPECT_NE(sdp_core_state(A()) & SDP_CS_DISCONN_SENT, 0u);
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 1, 0), SDP_TX_CLOSED);
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, SDP_TXO_PUSH), SDP_TX_CLOSED);
-    EXPECT_RC(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 1, 0, 8), -SDP_CORE_ESTATE)
+    EXPECT_RC(TxBuild(A(), hdr, SDP_MID_DATA, 1, 0, 8), -SDP_CORE_ESTATE)
         << "no data after DisConn";
-    EXPECT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh})
+    EXPECT_EQ(TxBuild(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh})
         << "but credit updates: the peer may still be sending";
-    EXPECT_RC(sdp_core_tx_build(A(), hdr, SDP_MID_DISCONN, 0, 0, 8), -SDP_CORE_ESTATE)
-        << "one DisConn";
-    EXPECT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_ABORT_CONN, 0, 0, 8), int{kBsdh})
+    EXPECT_RC(TxBuild(A(), hdr, SDP_MID_DISCONN, 0, 0, 8), -SDP_CORE_ESTATE) << "one DisConn";
+    EXPECT_EQ(TxBuild(A(), hdr, SDP_MID_ABORT_CONN, 0, 0, 8), int{kBsdh})
         << "an abort may still follow";
     EXPECT_NE(sdp_core_state(A()) & SDP_CS_ABORTED, 0u);
-    EXPECT_RC(sdp_core_tx_build(A(), hdr, SDP_MID_ABORT_CONN, 0, 0, 8), -SDP_CORE_ESTATE);
-    EXPECT_RC(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 0, 0, 8), -SDP_CORE_ESTATE);
+    EXPECT_RC(TxBuild(A(), hdr, SDP_MID_ABORT_CONN, 0, 0, 8), -SDP_CORE_ESTATE);
+    EXPECT_RC(TxBuild(A(), hdr, SDP_MID_DATA, 0, 0, 8), -SDP_CORE_ESTATE);
 }
 
 TEST_F(ConnTx, ClosedAfterAbortEitherWay)
 {
     unsigned char hdr[kBsdh];
-    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_ABORT_CONN, 0, 0, 8), int{kBsdh});
+    ASSERT_EQ(TxBuild(A(), hdr, SDP_MID_ABORT_CONN, 0, 0, 8), int{kBsdh});
     EXPECT_EQ(hdr[0], SDP_MID_ABORT_CONN);
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 1, 0), SDP_TX_CLOSED);
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 8), 0);
+    EXPECT_EQ(ControlDue(A(), 0, 8), 0);
 
     sdp_core_rx rx{};
     ASSERT_RC(Recv(P(), Bytes(hdr, hdr + kBsdh), &rx), 0);
@@ -642,7 +638,7 @@ TEST_F(ConnTx, ClosedAfterAbortEitherWay)
     EXPECT_NE(sdp_core_state(P()) & SDP_CS_ABORTED, 0u);
     EXPECT_EQ(sdp_core_tx_decide(P(), 1, 1, 0), SDP_TX_CLOSED);
     sdp_core_shutdown_send(P());
-    EXPECT_EQ(sdp_core_control_due(P(), 0, 8), 0) << "no DisConn after an abort";
+    EXPECT_EQ(ControlDue(P(), 0, 8), 0) << "no DisConn after an abort";
 }
 
 TEST_F(ConnTx, BuildHeaders)
@@ -654,7 +650,7 @@ TEST_F(ConnTx, BuildHeaders)
 
     unsigned char hdr[kBsdh + 4];
     std::memset(hdr, 0xee, sizeof(hdr));
-    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 100, 0, 7), int{kBsdh});
+    ASSERT_EQ(TxBuild(A(), hdr, SDP_MID_DATA, 100, 0, 7), int{kBsdh});
     EXPECT_EQ(hdr[0], SDP_MID_DATA);
     EXPECT_EQ(hdr[1], 0);
     EXPECT_EQ(Be16(hdr + 2), 7u) << "bufs = posted_rx";
@@ -664,15 +660,14 @@ TEST_F(ConnTx, BuildHeaders)
     EXPECT_EQ(hdr[kBsdh], 0xee) << "only the header is written";
     EXPECT_EQ(sdp_core_data_in_flight(A()), 1u);
 
-    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 1, SDP_FLAG_OOB_PRES | 0xf0, 65535),
-              int{kBsdh});
+    ASSERT_EQ(TxBuild(A(), hdr, SDP_MID_DATA, 1, SDP_FLAG_OOB_PRES | 0xf0, 65535), int{kBsdh});
     EXPECT_EQ(hdr[1], SDP_FLAG_OOB_PRES) << "only OOB_PRES passes through";
     EXPECT_EQ(Be16(hdr + 2), 65535u);
     EXPECT_EQ(Be32(hdr + 8), 2u);
     EXPECT_EQ(Be32(hdr + 12), 2u);
 
     ASSERT_RC(Pair::Send(P(), A(), SDP_MID_DATA, 0, &rx), 0);
-    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DISCONN, 0, SDP_FLAG_OOB_PRES, 0), int{kBsdh});
+    ASSERT_EQ(TxBuild(A(), hdr, SDP_MID_DISCONN, 0, SDP_FLAG_OOB_PRES, 0), int{kBsdh});
     EXPECT_EQ(hdr[0], SDP_MID_DISCONN);
     EXPECT_EQ(hdr[1], 0) << "no flags on DisConn";
     EXPECT_EQ(Be16(hdr + 2), 0u);
@@ -689,15 +684,13 @@ TEST_F(ConnTx, BuildRejectsWhatTheCoreDoesNotSend)
                              SDP_MID_RDMA_RD_COMPL, SDP_MID_SRC_AVAIL,  SDP_MID_SINK_AVAIL,
                              SDP_MID_MODE_CHANGE,   SDP_MID_CH_RCV_BUF, 0x42};
     for (unsigned mid : mids)
-        EXPECT_LT(sdp_core_tx_build(A(), hdr, mid, 0, 0, 8), 0) << "mid " << mid;
-    EXPECT_LT(sdp_core_tx_build(A(), hdr, SDP_MID_DISCONN, 1, 0, 8), 0)
-        << "DisConn carries no payload";
-    EXPECT_LT(sdp_core_tx_build(A(), hdr, SDP_MID_ABORT_CONN, 1, 0, 8), 0)
-        << "AbortConn carries no payload";
+        EXPECT_LT(TxBuild(A(), hdr, mid, 0, 0, 8), 0) << "mid " << mid;
+    EXPECT_LT(TxBuild(A(), hdr, SDP_MID_DISCONN, 1, 0, 8), 0) << "DisConn carries no payload";
+    EXPECT_LT(TxBuild(A(), hdr, SDP_MID_ABORT_CONN, 1, 0, 8), 0) << "AbortConn carries no payload";
     EXPECT_EQ(sdp_core_tx_credits(A()), 8u) << "failed builds spend no credit";
     EXPECT_EQ(sdp_core_state(A()), unsigned{SDP_CS_ESTABLISHED}) << "nor change the state";
     // ... nor a sequence number: the next message is still mseq 1.
-    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 1, 0, 8), int{kBsdh});
+    ASSERT_EQ(TxBuild(A(), hdr, SDP_MID_DATA, 1, 0, 8), int{kBsdh});
     EXPECT_EQ(Be32(hdr + 8), 1u);
 }
 
@@ -706,10 +699,10 @@ TEST_F(ConnTx, DataInFlightCountsDataSendsCreditUpdatesToo)
     // tx_done() gets only the mid, so a completed credit update must have
     // been counted when it was built.
     unsigned char hdr[kBsdh];
-    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 5, 0, 8), int{kBsdh});
-    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
+    ASSERT_EQ(TxBuild(A(), hdr, SDP_MID_DATA, 5, 0, 8), int{kBsdh});
+    ASSERT_EQ(TxBuild(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
     EXPECT_EQ(sdp_core_data_in_flight(A()), 2u);
-    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DISCONN, 0, 0, 8), int{kBsdh});
+    ASSERT_EQ(TxBuild(A(), hdr, SDP_MID_DISCONN, 0, 0, 8), int{kBsdh});
     EXPECT_EQ(sdp_core_data_in_flight(A()), 2u) << "DisConn is not Data";
     sdp_core_tx_done(A(), SDP_MID_DATA);
     sdp_core_tx_done(A(), SDP_MID_DATA);
@@ -723,13 +716,13 @@ TEST_F(ConnTx, NagleWaitsForPayloadNotForCreditUpdates)
     // Completions come in posting order.  A credit update in flight does
     // not hold a small segment back...
     unsigned char hdr[kBsdh];
-    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
+    ASSERT_EQ(TxBuild(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, 0), SDP_TX_POST);
     // ... payload does, even with updates posted after it (full segments
     // here: a partial one would wait for the peer's acknowledgement too) ...
-    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, Seg(), 0, 8), int{kBsdh});
-    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
-    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
+    ASSERT_EQ(TxBuild(A(), hdr, SDP_MID_DATA, Seg(), 0, 8), int{kBsdh});
+    ASSERT_EQ(TxBuild(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
+    ASSERT_EQ(TxBuild(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, 0), SDP_TX_HOLD);
     sdp_core_tx_done(A(), SDP_MID_DATA); // the first update
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, 0), SDP_TX_HOLD);
@@ -742,13 +735,13 @@ TEST_F(ConnTx, NagleWaitsForPayloadNotForCreditUpdates)
 
 TEST_F(ConnTx, DisConnDueOnlyAfterShutdownWithNothingQueued)
 {
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 8), 0) << "nothing to say";
+    EXPECT_EQ(ControlDue(A(), 0, 8), 0) << "nothing to say";
     sdp_core_shutdown_send(A());
-    EXPECT_EQ(sdp_core_control_due(A(), 2, 8), 0) << "data queued: it goes first";
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 8), SDP_MID_DISCONN);
+    EXPECT_EQ(ControlDue(A(), 2, 8), 0) << "data queued: it goes first";
+    EXPECT_EQ(ControlDue(A(), 0, 8), SDP_MID_DISCONN);
     unsigned char hdr[kBsdh];
-    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DISCONN, 0, 0, 8), int{kBsdh});
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 8), 0) << "one DisConn";
+    ASSERT_EQ(TxBuild(A(), hdr, SDP_MID_DISCONN, 0, 0, 8), int{kBsdh});
+    EXPECT_EQ(ControlDue(A(), 0, 8), 0) << "one DisConn";
 }
 
 TEST_F(ConnTx, DisConnWaitsForACredit)
@@ -757,13 +750,13 @@ TEST_F(ConnTx, DisConnWaitsForACredit)
     for (unsigned i = 0; i < 8 - kReserve; i++)
         SendData(1);
     unsigned char hdr[kBsdh];
-    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
-    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
+    ASSERT_EQ(TxBuild(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
+    ASSERT_EQ(TxBuild(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
     sdp_core_shutdown_send(A());
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 8), 0) << "no credit: the DisConn waits";
+    EXPECT_EQ(ControlDue(A(), 0, 8), 0) << "no credit: the DisConn waits";
     sdp_core_rx rx{};
     ASSERT_RC(Recv(A(), Raw(SDP_MID_DATA, 0, 8, 1, 8), &rx), 0);
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 8), SDP_MID_DISCONN);
+    EXPECT_EQ(ControlDue(A(), 0, 8), SDP_MID_DISCONN);
 }
 
 TEST_F(ConnTx, HalfClosedSideStillGrantsCredits)
@@ -772,24 +765,24 @@ TEST_F(ConnTx, HalfClosedSideStillGrantsCredits)
     // ring.  Our reader frees buffers: the peer must hear of them.
     sdp_core_shutdown_send(A());
     unsigned char hdr[kBsdh];
-    ASSERT_EQ(sdp_core_control_due(A(), 0, 8), SDP_MID_DISCONN);
-    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DISCONN, 0, 0, 8), int{kBsdh});
+    ASSERT_EQ(ControlDue(A(), 0, 8), SDP_MID_DISCONN);
+    ASSERT_EQ(TxBuild(A(), hdr, SDP_MID_DISCONN, 0, 0, 8), int{kBsdh});
     sdp_core_rx rx{};
     ASSERT_RC(Recv(P(), Bytes(hdr, hdr + kBsdh), &rx), 0);
     for (int i = 0; i < 6; i++)
         ASSERT_RC(Pair::Send(P(), A(), SDP_MID_DATA, 1, &rx), 0);
     EXPECT_EQ(sdp_core_tx_decide(P(), 1, 1, 0), SDP_TX_NO_CREDIT);
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 8), SDP_MID_DATA);
+    EXPECT_EQ(ControlDue(A(), 0, 8), SDP_MID_DATA);
     ASSERT_RC(Pair::Send(A(), P(), SDP_MID_DATA, 0, &rx), 0);
     EXPECT_EQ(sdp_core_tx_decide(P(), 1, 1, 0), SDP_TX_POST);
 
     // Once the peer's DisConn is in too, nothing is left to say.
     for (int i = 0; i < 5; i++)
         ASSERT_RC(Pair::Send(P(), A(), SDP_MID_DATA, 1, &rx), 0);
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 8), SDP_MID_DATA);
+    EXPECT_EQ(ControlDue(A(), 0, 8), SDP_MID_DATA);
     ASSERT_RC(Pair::Send(P(), A(), SDP_MID_DISCONN, 0, &rx), 0);
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 8), 0) << "our DisConn stays the last message";
-    EXPECT_EQ(sdp_core_control_due(P(), 0, 8), 0);
+    EXPECT_EQ(ControlDue(A(), 0, 8), 0) << "our DisConn stays the last message";
+    EXPECT_EQ(ControlDue(P(), 0, 8), 0);
 }
 
 TEST_F(ConnTx, CreditUpdateFollowsLedgerRule)
@@ -799,10 +792,10 @@ TEST_F(ConnTx, CreditUpdateFollowsLedgerRule)
     sdp_core_rx rx{};
     for (int i = 0; i < 4; i++)
         ASSERT_RC(Pair::Send(P(), A(), SDP_MID_DATA, 1, &rx), 0);
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 4), 0) << "nothing new to announce";
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 5), 0);
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 6), 0) << "6 is not more than 1.5 x 4";
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 7), SDP_MID_DATA) << "7 > 1.5 x 4";
+    EXPECT_EQ(ControlDue(A(), 0, 4), 0) << "nothing new to announce";
+    EXPECT_EQ(ControlDue(A(), 0, 5), 0);
+    EXPECT_EQ(ControlDue(A(), 0, 6), 0) << "6 is not more than 1.5 x 4";
+    EXPECT_EQ(ControlDue(A(), 0, 7), SDP_MID_DATA) << "7 > 1.5 x 4";
 
     // The update is a zero-payload Data message advertising what is posted.
     const Bytes update = Pair::Build(A(), SDP_MID_DATA, 0, 0, 7);
@@ -814,16 +807,16 @@ TEST_F(ConnTx, CreditUpdateFollowsLedgerRule)
     EXPECT_EQ(rx.kind, unsigned{SDP_RX_DATA});
     EXPECT_EQ(rx.payload_len, 0u);
     EXPECT_EQ(sdp_core_tx_credits(P()), 7u) << "the peer now has what we posted";
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 7), 0) << "told";
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 8), 0) << "8 is not more than 1.5 x 7";
+    EXPECT_EQ(ControlDue(A(), 0, 7), 0) << "told";
+    EXPECT_EQ(ControlDue(A(), 0, 8), 0) << "8 is not more than 1.5 x 7";
 
     // The peer spends 5 more: 2 left, the control reserve.  Any re-posted
     // buffer is then worth an update, or the peer could not send data.
     for (int i = 0; i < 5; i++)
         ASSERT_RC(Pair::Send(P(), A(), SDP_MID_DATA, 1, &rx), 0);
     EXPECT_EQ(sdp_core_tx_credits(P()), 2u);
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 2), 0);
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 3), SDP_MID_DATA);
+    EXPECT_EQ(ControlDue(A(), 0, 2), 0);
+    EXPECT_EQ(ControlDue(A(), 0, 3), SDP_MID_DATA);
 }
 
 TEST_F(ConnTx, CreditUpdateUsesTheControlReserve)
@@ -835,16 +828,16 @@ TEST_F(ConnTx, CreditUpdateUsesTheControlReserve)
     for (unsigned i = 0; i < 8 - kReserve; i++)
         SendData(1);
     unsigned char hdr[kBsdh];
-    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 0, 0, 2), int{kBsdh});
+    ASSERT_EQ(TxBuild(A(), hdr, SDP_MID_DATA, 0, 0, 2), int{kBsdh});
     ASSERT_EQ(sdp_core_tx_credits(A()), 1u);
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 8), SDP_MID_DATA);
-    EXPECT_EQ(sdp_core_control_due(A(), 3, 8), SDP_MID_DATA) << "queued data does not hold it back";
-    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
+    EXPECT_EQ(ControlDue(A(), 0, 8), SDP_MID_DATA);
+    EXPECT_EQ(ControlDue(A(), 3, 8), SDP_MID_DATA) << "queued data does not hold it back";
+    ASSERT_EQ(TxBuild(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
     ASSERT_EQ(sdp_core_tx_credits(A()), 0u);
     // An update from the peer that has not seen our messages: no news.
     ASSERT_RC(Pair::Send(P(), A(), SDP_MID_DATA, 0, &rx), 0);
     ASSERT_EQ(sdp_core_tx_credits(A()), 0u);
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 8), 0) << "without a credit nothing can go";
+    EXPECT_EQ(ControlDue(A(), 0, 8), 0) << "without a credit nothing can go";
 }
 
 // The last credit goes only on the update that lets a peer at its reserve
@@ -857,31 +850,31 @@ TEST_F(ConnTx, LastCreditOnlyForTheUpdateThatUnblocksThePeer)
     for (unsigned i = 0; i < 8 - kReserve; i++)
         SendData(1);
     unsigned char hdr[kBsdh];
-    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
+    ASSERT_EQ(TxBuild(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
     sdp_core_rx rx{};
     for (int i = 0; i < 6; i++)
         ASSERT_RC(Pair::Send(P(), A(), SDP_MID_DATA, 1, &rx), 0);
     ASSERT_RC(Pair::Send(P(), A(), SDP_MID_DATA, 0, &rx), 0);
     ASSERT_EQ(sdp_core_tx_credits(A()), 1u);
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 8), SDP_MID_DATA) << "the peer is below its reserve";
+    EXPECT_EQ(ControlDue(A(), 0, 8), SDP_MID_DATA) << "the peer is below its reserve";
     ASSERT_RC(Pair::Send(P(), A(), SDP_MID_DATA, 0, &rx), 0);
     ASSERT_EQ(sdp_core_tx_credits(A()), 1u);
     // The peer has no credit left at all.  One or two buffers would let it
     // speak but not send data: not worth the last credit.
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 1), 0);
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 2), 0);
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 3), SDP_MID_DATA) << "three let it send data";
+    EXPECT_EQ(ControlDue(A(), 0, 1), 0);
+    EXPECT_EQ(ControlDue(A(), 0, 2), 0);
+    EXPECT_EQ(ControlDue(A(), 0, 3), SDP_MID_DATA) << "three let it send data";
 
     // A peer above its reserve can still send data: it gets no update on
     // our last credit, however many buffers we re-posted.
     Pair q;
     q.Connect();
     for (unsigned i = 0; i < 8 - kReserve + 1; i++)
-        ASSERT_EQ(sdp_core_tx_build(&q.active, hdr, SDP_MID_DATA, i < 6 ? 1 : 0, 0, 8), int{kBsdh});
+        ASSERT_EQ(TxBuild(&q.active, hdr, SDP_MID_DATA, i < 6 ? 1 : 0, 0, 8), int{kBsdh});
     for (int i = 0; i < 5; i++)
         ASSERT_RC(Pair::Send(&q.passive, &q.active, SDP_MID_DATA, 1, &rx), 0);
     ASSERT_EQ(sdp_core_tx_credits(&q.active), 1u);
-    EXPECT_EQ(sdp_core_control_due(&q.active, 0, 8), 0) << "the peer has 3";
+    EXPECT_EQ(ControlDue(&q.active, 0, 8), 0) << "the peer has 3";
 }
 
 TEST_F(ConnTx, QueuedDataDoesNotHoldAnUpdateBack)
@@ -893,7 +886,7 @@ TEST_F(ConnTx, QueuedDataDoesNotHoldAnUpdateBack)
     for (int i = 0; i < 6; i++)
         ASSERT_RC(Pair::Send(P(), A(), SDP_MID_DATA, 1, &rx), 0);
     EXPECT_EQ(sdp_core_tx_decide(A(), 10, 0, SDP_TXO_CORK), SDP_TX_HOLD);
-    EXPECT_EQ(sdp_core_control_due(A(), 1, 8), SDP_MID_DATA);
+    EXPECT_EQ(ControlDue(A(), 1, 8), SDP_MID_DATA);
 }
 
 TEST_F(ConnTx, UpdateOnlyWhenItLetsThePeerSendData)
@@ -903,13 +896,13 @@ TEST_F(ConnTx, UpdateOnlyWhenItLetsThePeerSendData)
     for (int i = 0; i < 6; i++)
         ASSERT_RC(Pair::Send(P(), A(), SDP_MID_DATA, 1, &rx), 0);
     ASSERT_RC(Pair::Send(P(), A(), SDP_MID_DATA, 0, &rx), 0);
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 2), 0)
+    EXPECT_EQ(ControlDue(A(), 0, 2), 0)
         << "2 buffers are the peer's control reserve: no data would follow";
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 3), SDP_MID_DATA);
+    EXPECT_EQ(ControlDue(A(), 0, 3), SDP_MID_DATA);
     // The peer spends its last credit: now even one buffer is worth telling,
     // or it could not send so much as a DisConn.
     ASSERT_RC(Pair::Send(P(), A(), SDP_MID_DISCONN, 0, &rx), 0);
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 1), SDP_MID_DATA);
+    EXPECT_EQ(ControlDue(A(), 0, 1), SDP_MID_DATA);
 }
 
 // At exactly the control reserve, the active side answers and the passive
@@ -927,24 +920,24 @@ TEST_F(ConnTx, AtTheReserveOnlyTheActiveSideAnswers)
     ASSERT_EQ(sdp_core_tx_credits(P()), 2u);
     // One buffer read and re-posted on each side (3 posted, the peer knows
     // of 2).
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 3), SDP_MID_DATA) << "active";
-    EXPECT_EQ(sdp_core_control_due(P(), 0, 3), 0) << "passive";
-    EXPECT_EQ(sdp_core_control_due(P(), 0, 4), SDP_MID_DATA) << "4 > 1.5 x 2: both";
+    EXPECT_EQ(ControlDue(A(), 0, 3), SDP_MID_DATA) << "active";
+    EXPECT_EQ(ControlDue(P(), 0, 3), 0) << "passive";
+    EXPECT_EQ(ControlDue(P(), 0, 4), SDP_MID_DATA) << "4 > 1.5 x 2: both";
     // The active side's update leaves it at 1, below the reserve: the
     // passive side answers that.
     ASSERT_RC(Pair::Send(A(), P(), SDP_MID_DATA, 0, &rx, 0, 3), 0);
     ASSERT_EQ(sdp_core_tx_credits(A()), 1u);
-    EXPECT_EQ(sdp_core_control_due(P(), 0, 3), SDP_MID_DATA);
+    EXPECT_EQ(ControlDue(P(), 0, 3), SDP_MID_DATA);
     ASSERT_RC(Pair::Send(P(), A(), SDP_MID_DATA, 0, &rx, 0, 3), 0);
     EXPECT_EQ(sdp_core_tx_credits(A()), 3u);
     EXPECT_EQ(sdp_core_tx_credits(P()), 2u);
     // That left the passive side at the reserve: the active side answers
     // once more, and the passive side, at 3 now, lets it be.
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 3), SDP_MID_DATA);
+    EXPECT_EQ(ControlDue(A(), 0, 3), SDP_MID_DATA);
     ASSERT_RC(Pair::Send(A(), P(), SDP_MID_DATA, 0, &rx, 0, 3), 0);
     EXPECT_EQ(sdp_core_tx_credits(P()), 3u);
-    EXPECT_EQ(sdp_core_control_due(P(), 0, 3), 0);
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 3), 0);
+    EXPECT_EQ(ControlDue(P(), 0, 3), 0);
+    EXPECT_EQ(ControlDue(A(), 0, 3), 0);
 }
 
 // Deliver whatever control_due() asks for, both ways, until both are quiet;
@@ -958,7 +951,7 @@ int DrainControl(sdp_core_conn* a, sdp_core_conn* b, unsigned short posted)
         for (int s = 0; s < 2; s++) {
             sdp_core_conn* from = s == 0 ? a : b;
             sdp_core_conn* to = s == 0 ? b : a;
-            const int mid = sdp_core_control_due(from, 0, posted);
+            const int mid = ControlDue(from, 0, posted);
             if (mid == 0)
                 continue;
             sdp_core_rx rx{};
@@ -1000,7 +993,7 @@ TEST(ConnCredits, ThreeBufferRingsGoQuiet)
             int sent = 0;
             for (sdp_core_conn* from : {x, y}) {
                 sdp_core_conn* to = from == x ? y : x;
-                const int mid = sdp_core_control_due(from, from == x ? 1 : 0, 3);
+                const int mid = ControlDue(from, from == x ? 1 : 0, 3);
                 if (mid != 0) {
                     ASSERT_RC(Pair::Send(from, to, static_cast<unsigned>(mid), 0, &rx, 0, 3), 0);
                     sent++;
@@ -1029,14 +1022,14 @@ TEST_F(ConnTx, ActiveSideBlockedAtTheReserveAsksForCredits)
     ASSERT_EQ(sdp_core_tx_credits(A()), 2u);
     // Not while the data is held for cork or Nagle: only when blocked.
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 0, SDP_TXO_CORK), SDP_TX_HOLD);
-    EXPECT_EQ(sdp_core_control_due(A(), 1, 8), 0);
-    EXPECT_EQ(sdp_core_control_due(A(), 0, 8), 0) << "nothing queued";
+    EXPECT_EQ(ControlDue(A(), 1, 8), 0);
+    EXPECT_EQ(ControlDue(A(), 0, 8), 0) << "nothing queued";
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 1, 0), SDP_TX_NO_CREDIT);
-    EXPECT_EQ(sdp_core_control_due(A(), 1, 8), SDP_MID_DATA);
+    EXPECT_EQ(ControlDue(A(), 1, 8), SDP_MID_DATA);
     unsigned char hdr[kBsdh];
-    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
+    ASSERT_EQ(TxBuild(A(), hdr, SDP_MID_DATA, 0, 0, 8), int{kBsdh});
     EXPECT_EQ(sdp_core_tx_decide(A(), 1, 1, 0), SDP_TX_NO_CREDIT);
-    EXPECT_EQ(sdp_core_control_due(A(), 1, 8), 0) << "asked once";
+    EXPECT_EQ(ControlDue(A(), 1, 8), 0) << "asked once";
 }
 
 TEST_F(ConnTx, PassiveSideDoesNotAsk)
@@ -1045,11 +1038,11 @@ TEST_F(ConnTx, PassiveSideDoesNotAsk)
     // side's rule; asking too would make two blocked sides bounce requests.
     for (unsigned i = 0; i < 8 - kReserve; i++) {
         unsigned char hdr[kBsdh];
-        ASSERT_EQ(sdp_core_tx_build(P(), hdr, SDP_MID_DATA, 1, 0, 8), int{kBsdh});
+        ASSERT_EQ(TxBuild(P(), hdr, SDP_MID_DATA, 1, 0, 8), int{kBsdh});
     }
     ASSERT_EQ(sdp_core_tx_credits(P()), 2u);
     EXPECT_EQ(sdp_core_tx_decide(P(), 1, 1, 0), SDP_TX_NO_CREDIT);
-    EXPECT_EQ(sdp_core_control_due(P(), 1, 8), 0);
+    EXPECT_EQ(ControlDue(P(), 1, 8), 0);
 }
 
 // ---- receive -----------------------------------------------------------------
@@ -1178,7 +1171,7 @@ TEST_F(ConnRx, NothingIsAcceptedAfterAnAbort)
 
     Fresh();
     unsigned char hdr[kBsdh];
-    ASSERT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_ABORT_CONN, 0, 0, 8), int{kBsdh});
+    ASSERT_EQ(TxBuild(A(), hdr, SDP_MID_ABORT_CONN, 0, 0, 8), int{kBsdh});
     EXPECT_RC(Recv(A(), Raw(SDP_MID_DATA, 0, 8, 1, 0, 1), &rx), -SDP_CORE_ESTATE)
         << "after our own AbortConn";
 }

@@ -3,6 +3,7 @@
 // Reproducers for what the stateful fuzzer (tests/fuzz/fuzz_conn.cpp) found
 // or asserts, reduced to the calls that matter.  Each test names the fuzz
 // oracle it comes from.
+#include "posted_calls.h"
 #include "sdp_core.h"
 #include "sdp_wire.h"
 
@@ -34,9 +35,9 @@ class FuzzRegressions : public ::testing::Test {
         sdp_core_conn_init(&b_, 256, 256);
         unsigned char req[SDP_CM_REQ_PRIVATE_DATA] = {};
         unsigned char rep[SDP_CM_REP_PRIVATE_DATA] = {};
-        ASSERT_GT(sdp_core_build_hello(&a_, req, sizeof(req), kPosted, 5001, 0), 0);
+        ASSERT_GT(BuildHello(&a_, req, sizeof(req), kPosted, 5001, 0), 0);
         ASSERT_EQ(sdp_core_on_hello(&b_, req, sizeof(req)), 0);
-        ASSERT_GT(sdp_core_build_hello_ack(&b_, rep, sizeof(rep), kPosted), 0);
+        ASSERT_GT(BuildHelloAck(&b_, rep, sizeof(rep), kPosted), 0);
         ASSERT_EQ(sdp_core_on_hello_ack(&a_, rep, sizeof(rep)), 0);
     }
 
@@ -44,7 +45,7 @@ class FuzzRegressions : public ::testing::Test {
     static Bytes build(sdp_core_conn* from, unsigned mid, unsigned payload)
     {
         Bytes m(SDP_RDMA_COMPL_SIZE + payload, 0x5a);
-        const int n = sdp_core_tx_build(from, m.data(), mid, payload, 0, kPosted);
+        const int n = TxBuild(from, m.data(), mid, payload, 0, kPosted);
         EXPECT_GT(n, 0) << sdp_core_err_name(n);
         m.resize(n > 0 ? static_cast<unsigned>(n) + payload : 0);
         return m;
@@ -60,9 +61,8 @@ class FuzzRegressions : public ::testing::Test {
     {
         const sdp_core_zc zc{len, 0x1234, 0x100000000000ull};
         Bytes m(SDP_SRC_AVAIL_HDR_SIZE);
-        ASSERT_EQ(
-            sdp_core_tx_src_avail(&a_, m.data(), static_cast<unsigned>(m.size()), &zc, kPosted),
-            int{SDP_SRC_AVAIL_HDR_SIZE});
+        ASSERT_EQ(TxSrcAvail(&a_, m.data(), static_cast<unsigned>(m.size()), &zc, kPosted),
+                  int{SDP_SRC_AVAIL_HDR_SIZE});
         sdp_core_rx rx{};
         ASSERT_EQ(recv(&b_, m, &rx), 0);
         ASSERT_EQ(rx.kind, unsigned{SDP_RX_ZCOPY});
@@ -133,7 +133,7 @@ TEST_F(FuzzRegressions, AbandonDuringReadOfWholeOffer)
     sdp_core_rsa_abandon(&b_);
     sdp_core_rd_done(&b_, 1);
 
-    ASSERT_EQ(sdp_core_control_due(&b_, 0, kPosted), SDP_MID_RDMA_RD_COMPL);
+    ASSERT_EQ(ControlDue(&b_, 0, kPosted), SDP_MID_RDMA_RD_COMPL);
     sdp_core_rx rx{};
     ASSERT_EQ(recv(&a_, build(&b_, SDP_MID_RDMA_RD_COMPL, 0), &rx), 0);
     sdp_core_zc_status st{};
@@ -178,12 +178,12 @@ class TinyPeerBuffers : public ::testing::Test {
         sdp_core_conn_init(&offerer_, 256, 256);
         unsigned char req[SDP_CM_REQ_PRIVATE_DATA] = {};
         unsigned char rep[SDP_CM_REP_PRIVATE_DATA] = {};
-        ASSERT_GT(sdp_core_build_hello(&tiny_, req, sizeof(req), kPosted, 5001, 0), 0);
+        ASSERT_GT(BuildHello(&tiny_, req, sizeof(req), kPosted, 5001, 0), 0);
         ASSERT_EQ(sdp_core_on_hello(&peer_, req, sizeof(req)), 0);
-        ASSERT_GT(sdp_core_build_hello_ack(&peer_, rep, sizeof(rep), kPosted), 0);
+        ASSERT_GT(BuildHelloAck(&peer_, rep, sizeof(rep), kPosted), 0);
         ASSERT_EQ(sdp_core_on_hello_ack(&tiny_, rep, sizeof(rep)), 0);
         ASSERT_EQ(sdp_core_on_hello(&offerer_, req, sizeof(req)), 0);
-        ASSERT_GT(sdp_core_build_hello_ack(&offerer_, rep, sizeof(rep), kPosted), 0);
+        ASSERT_GT(BuildHelloAck(&offerer_, rep, sizeof(rep), kPosted), 0);
     }
 
     sdp_core_conn tiny_{};
@@ -195,9 +195,8 @@ class TinyPeerBuffers : public ::testing::Test {
 TEST_F(TinyPeerBuffers, SinkAvailIsNotUsed)
 {
     Bytes m(SDP_SINK_AVAIL_SIZE);
-    ASSERT_EQ(
-        sdp_core_tx_sink_avail(&offerer_, m.data(), static_cast<unsigned>(m.size()), &zc_, kPosted),
-        int{SDP_SINK_AVAIL_SIZE});
+    ASSERT_EQ(TxSinkAvail(&offerer_, m.data(), static_cast<unsigned>(m.size()), &zc_, kPosted),
+              int{SDP_SINK_AVAIL_SIZE});
     sdp_core_rx rx{};
     ASSERT_EQ(sdp_core_on_recv(&tiny_, m.data(), static_cast<unsigned>(m.size()), &rx), 0);
     sdp_core_zc_status st{};
@@ -208,12 +207,11 @@ TEST_F(TinyPeerBuffers, SinkAvailIsNotUsed)
 TEST_F(TinyPeerBuffers, SrcAvailIsAnsweredWithSendSm)
 {
     Bytes m(SDP_SRC_AVAIL_HDR_SIZE);
-    ASSERT_EQ(
-        sdp_core_tx_src_avail(&offerer_, m.data(), static_cast<unsigned>(m.size()), &zc_, kPosted),
-        int{SDP_SRC_AVAIL_HDR_SIZE});
+    ASSERT_EQ(TxSrcAvail(&offerer_, m.data(), static_cast<unsigned>(m.size()), &zc_, kPosted),
+              int{SDP_SRC_AVAIL_HDR_SIZE});
     sdp_core_rx rx{};
     ASSERT_EQ(sdp_core_on_recv(&tiny_, m.data(), static_cast<unsigned>(m.size()), &rx), 0);
-    EXPECT_EQ(sdp_core_control_due(&tiny_, 0, kPosted), SDP_MID_SEND_SM)
+    EXPECT_EQ(ControlDue(&tiny_, 0, kPosted), SDP_MID_SEND_SM)
         << "its RdmaRdCompl would not fit the peer's buffers";
 }
 

@@ -548,7 +548,7 @@ inline void World::final_checks()
             fail(d.name + " saw " + std::to_string(d.urgent_seen.size()) + " urgent marks, " +
                  p.name + " sent " + std::to_string(p.urgent_written.size()) +
                  " (or at other offsets)");
-        } else if (sdp_core_control_due(&d.conn, 0, posted_rx(s)) != 0) {
+        } else if (sdp_core_control_due(&d.conn, 0) != 0) {
             fail(d.name + ": a control message is still due at the end");
         } else if (d.rx_stream != p.limit) {
             fail(d.name + ": received " + std::to_string(d.rx_stream) + " stream bytes of " +
@@ -596,8 +596,8 @@ inline std::string World::dump() const
           << (c.echo ? " echo" : "") << " seg_max=" << sdp_core_seg_max(&d.conn) << "\n"
           << "   core: state=0x" << std::hex << sdp_core_state(&d.conn) << std::dec
           << " credits=" << sdp_core_tx_credits(&d.conn) << " (real " << true_credits(s)
-          << ") data_in_flight=" << sdp_core_data_in_flight(&d.conn) << " control_due="
-          << sdp_core_control_due(&d.conn, static_cast<unsigned>(tx_queued(d)), posted_rx(s))
+          << ") data_in_flight=" << sdp_core_data_in_flight(&d.conn)
+          << " control_due=" << sdp_core_control_due(&d.conn, static_cast<unsigned>(tx_queued(d)))
           << "\n   tx: written " << d.written << "/"
           << (d.limit == kUnknown ? std::string("?") : std::to_string(d.limit))
           << (d.cfg.echo ? " of " + std::to_string(d.got.size()) + " read" : "")

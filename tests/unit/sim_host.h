@@ -36,9 +36,9 @@ inline void World::connect()
     }
     unsigned char req[SDP_CM_REQ_PRIVATE_DATA] = {};
     unsigned char rep[SDP_CM_REP_PRIVATE_DATA] = {};
-    if (sdp_core_build_hello(&me(0).conn, req, sizeof(req), posted_rx(0), 5001, 0) <= 0 ||
+    if (sdp_core_build_hello(&me(0).conn, req, sizeof(req), 5001, 0) <= 0 ||
         sdp_core_on_hello(&me(1).conn, req, sizeof(req)) != 0 ||
-        sdp_core_build_hello_ack(&me(1).conn, rep, sizeof(rep), posted_rx(1)) <= 0 ||
+        sdp_core_build_hello_ack(&me(1).conn, rep, sizeof(rep)) <= 0 ||
         sdp_core_on_hello_ack(&me(0).conn, rep, sizeof(rep)) != 0) {
         fail("Hello exchange failed");
         return;
@@ -306,7 +306,7 @@ inline bool World::sink_avail_ok(int s, unsigned len) const
     sdp_core_conn c = d.conn;
     unsigned char hdr[SDP_SINK_AVAIL_SIZE];
     const sdp_core_zc zc{len, 1, kSinkBase};
-    return sdp_core_tx_sink_avail(&c, hdr, sizeof(hdr), &zc, posted_rx(s)) > 0;
+    return sdp_core_tx_sink_avail(&c, hdr, sizeof(hdr), &zc) > 0;
 }
 
 inline unsigned World::chunk(const Side& d) const
@@ -490,7 +490,7 @@ inline bool World::too_big_for_zcopy(int s, unsigned len)
     sdp_core_conn c = d.conn;
     unsigned char hdr[SDP_SRC_AVAIL_HDR_SIZE];
     const sdp_core_zc zc{len, 1, src_base(s)};
-    if (sdp_core_tx_src_avail(&c, hdr, sizeof(hdr), &zc, posted_rx(s)) != -SDP_CORE_ETOOBIG)
+    if (sdp_core_tx_src_avail(&c, hdr, sizeof(hdr), &zc) != -SDP_CORE_ETOOBIG)
         return false;
     if (peer(s).cfg.rx_buf_size >= SDP_SINK_AVAIL_SIZE &&
         d.cfg.rx_buf_size >= SDP_RDMA_COMPL_SIZE) {
@@ -523,8 +523,8 @@ inline void World::post_src_avail(int s, unsigned len)
     reg.live = true;
     Bytes msg(SDP_SRC_AVAIL_HDR_SIZE);
     const sdp_core_zc zc{len, reg.rkey, reg.vaddr};
-    const int n = sdp_core_tx_src_avail(&d.conn, msg.data(), static_cast<unsigned>(msg.size()), &zc,
-                                        posted_rx(s));
+    const int n =
+        sdp_core_tx_src_avail(&d.conn, msg.data(), static_cast<unsigned>(msg.size()), &zc);
     if (n != SDP_SRC_AVAIL_HDR_SIZE) {
         fail(d.name + ": tx_src_avail failed: " + sdp_core_err_name(n));
         return;
@@ -673,8 +673,8 @@ inline void World::advertise(int s)
     reg.live = true;
     Bytes msg(SDP_SINK_AVAIL_SIZE);
     const sdp_core_zc zc{len, reg.rkey, reg.vaddr};
-    const int n = sdp_core_tx_sink_avail(&d.conn, msg.data(), static_cast<unsigned>(msg.size()),
-                                         &zc, posted_rx(s));
+    const int n =
+        sdp_core_tx_sink_avail(&d.conn, msg.data(), static_cast<unsigned>(msg.size()), &zc);
     if (n != SDP_SINK_AVAIL_SIZE) {
         fail(d.name + ": tx_sink_avail failed: " + sdp_core_err_name(n));
         return;
@@ -779,6 +779,7 @@ inline void World::post_recvs(int s)
         d.rx.emplace_back();
         d.n_hw++;
     }
+    sdp_core_rx_posted(&d.conn, posted_rx(s));
 }
 
 // ---- completions -----------------------------------------------------------------
@@ -815,6 +816,7 @@ inline void World::rx_complete(int s)
     const std::size_t at = d.rx.size() - d.n_hw - d.n_unpolled;
     RxSlot& slot = d.rx[at];
     d.n_unpolled--;
+    sdp_core_rx_posted(&d.conn, posted_rx(s));
     sdp_core_rx rx{};
     const int rc =
         sdp_core_on_recv(&d.conn, slot.msg.data(), static_cast<unsigned>(slot.msg.size()), &rx);
@@ -986,8 +988,7 @@ inline void World::pump(int s, unsigned extra_opts)
     // ring has room (several can be due at once: a zero-copy
     // completion, then SendSM), until one cannot be posted.
     for (;;) {
-        const int mid =
-            sdp_core_control_due(&d.conn, static_cast<unsigned>(tx_queued(d)), posted_rx(s));
+        const int mid = sdp_core_control_due(&d.conn, static_cast<unsigned>(tx_queued(d)));
         if (failed_ || mid == 0 || d.ctl_in_flight >= d.cfg.ctl_bufs)
             return;
         const std::size_t sends_before = d.stats.sends;
@@ -1012,8 +1013,8 @@ inline void World::post(int s, Ring ring, unsigned mid, const Bytes& payload, un
         return;
     const unsigned hdr = hdr_size(mid);
     Bytes msg(hdr + payload.size());
-    const int n = sdp_core_tx_build(&d.conn, msg.data(), mid, static_cast<unsigned>(payload.size()),
-                                    flags, posted_rx(s));
+    const int n =
+        sdp_core_tx_build(&d.conn, msg.data(), mid, static_cast<unsigned>(payload.size()), flags);
     if (n != static_cast<int>(hdr)) {
         fail(d.name + ": tx_build of mid " + std::to_string(mid) +
              " failed: " + sdp_core_err_name(n));

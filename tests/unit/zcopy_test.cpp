@@ -4,6 +4,7 @@
 // (sdp_core.h): SrcAvail / RDMA Read, SinkAvail / RDMA Write, SendSM, the
 // cancels and the send/send deadlock rule, with two engines passing real
 // encoded messages, and the messages a rogue peer may try.
+#include "posted_calls.h"
 #include "sdp_core.h"
 #include "sdp_wire.h"
 
@@ -46,9 +47,9 @@ class Zcopy : public ::testing::Test {
         sdp_core_conn_init(&b_, kBuf, kBuf);
         unsigned char req[SDP_CM_REQ_PRIVATE_DATA] = {};
         unsigned char rep[SDP_CM_REP_PRIVATE_DATA] = {};
-        ASSERT_GT(sdp_core_build_hello(&a_, req, sizeof(req), kPosted, 5001, 0), 0);
+        ASSERT_GT(BuildHello(&a_, req, sizeof(req), kPosted, 5001, 0), 0);
         ASSERT_EQ(sdp_core_on_hello(&b_, req, sizeof(req)), 0);
-        ASSERT_GT(sdp_core_build_hello_ack(&b_, rep, sizeof(rep), kPosted), 0);
+        ASSERT_GT(BuildHelloAck(&b_, rep, sizeof(rep), kPosted), 0);
         ASSERT_EQ(sdp_core_on_hello_ack(&a_, rep, sizeof(rep)), 0);
     }
 
@@ -67,8 +68,7 @@ class Zcopy : public ::testing::Test {
     {
         Bytes m(SDP_SRC_AVAIL_HDR_SIZE);
         const sdp_core_zc zc{len, rkey, vaddr};
-        const int n =
-            sdp_core_tx_src_avail(from, m.data(), static_cast<unsigned>(m.size()), &zc, kPosted);
+        const int n = TxSrcAvail(from, m.data(), static_cast<unsigned>(m.size()), &zc, kPosted);
         EXPECT_EQ(n, SDP_SRC_AVAIL_HDR_SIZE) << Err(n);
         return m;
     }
@@ -78,8 +78,7 @@ class Zcopy : public ::testing::Test {
     {
         Bytes m(SDP_SINK_AVAIL_SIZE);
         const sdp_core_zc zc{len, rkey, vaddr};
-        const int n =
-            sdp_core_tx_sink_avail(from, m.data(), static_cast<unsigned>(m.size()), &zc, kPosted);
+        const int n = TxSinkAvail(from, m.data(), static_cast<unsigned>(m.size()), &zc, kPosted);
         EXPECT_EQ(n, SDP_SINK_AVAIL_SIZE) << Err(n);
         return m;
     }
@@ -87,7 +86,7 @@ class Zcopy : public ::testing::Test {
     static Bytes Data(sdp_core_conn* from, unsigned payload)
     {
         Bytes m(SDP_BSDH_SIZE + payload, 0x5a);
-        const int n = sdp_core_tx_build(from, m.data(), SDP_MID_DATA, payload, 0, kPosted);
+        const int n = TxBuild(from, m.data(), SDP_MID_DATA, payload, 0, kPosted);
         EXPECT_EQ(n, SDP_BSDH_SIZE) << Err(n);
         return m;
     }
@@ -95,9 +94,9 @@ class Zcopy : public ::testing::Test {
     // The control message due on `from` (which must be `mid`), built.
     static Bytes Control(sdp_core_conn* from, int mid)
     {
-        EXPECT_EQ(sdp_core_control_due(from, 0, kPosted), mid);
+        EXPECT_EQ(ControlDue(from, 0, kPosted), mid);
         Bytes m(SDP_SINK_AVAIL_SIZE);
-        const int n = sdp_core_tx_build(from, m.data(), static_cast<unsigned>(mid), 0, 0, kPosted);
+        const int n = TxBuild(from, m.data(), static_cast<unsigned>(mid), 0, 0, kPosted);
         EXPECT_GT(n, 0) << Err(n);
         m.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
         return m;
@@ -134,9 +133,9 @@ TEST_F(Zcopy, MayOfferSaysWhetherCreditsAllowAnOffer)
     EXPECT_EQ(sdp_core_tx_credits(A()), 2u);
     Bytes m(SDP_SINK_AVAIL_SIZE);
     const sdp_core_zc zc{4096, 1, 0x10000};
-    EXPECT_EQ(sdp_core_tx_src_avail(A(), m.data(), static_cast<unsigned>(m.size()), &zc, kPosted),
+    EXPECT_EQ(TxSrcAvail(A(), m.data(), static_cast<unsigned>(m.size()), &zc, kPosted),
               -SDP_CORE_ESTATE);
-    EXPECT_EQ(sdp_core_tx_sink_avail(A(), m.data(), static_cast<unsigned>(m.size()), &zc, kPosted),
+    EXPECT_EQ(TxSinkAvail(A(), m.data(), static_cast<unsigned>(m.size()), &zc, kPosted),
               -SDP_CORE_ESTATE);
     EXPECT_EQ(sdp_core_may_offer(A()), 0);
 }
@@ -162,7 +161,7 @@ TEST_F(Zcopy, GracePeriodGivesUpAnOfferOnlyWhenNothingWasRead)
     // A whole period without reading: SendSM, the rest by bcopy.
     EXPECT_EQ(sdp_core_rsa_grace_end(B(), 0), SDP_GRACE_ABANDONED);
     EXPECT_EQ(St(B()).rsa_left, 0u);
-    EXPECT_EQ(sdp_core_control_due(B(), 0, kPosted), SDP_MID_RDMA_RD_COMPL);
+    EXPECT_EQ(ControlDue(B(), 0, kPosted), SDP_MID_RDMA_RD_COMPL);
     EXPECT_EQ(sdp_core_rsa_grace_end(B(), 0), SDP_GRACE_NONE);
 }
 
@@ -186,7 +185,7 @@ TEST_F(Zcopy, SrcAvailIsReadInPiecesThenDone)
     // A recv of 4000 bytes reads part and leaves the rest.
     ASSERT_EQ(sdp_core_rd_start(B(), 4000), 0);
     EXPECT_EQ(sdp_core_rd_start(B(), 1), -SDP_CORE_ESTATE) << "one read at a time";
-    EXPECT_EQ(sdp_core_control_due(B(), 0, kPosted), 0) << "nothing to report while reading";
+    EXPECT_EQ(ControlDue(B(), 0, kPosted), 0) << "nothing to report while reading";
     sdp_core_rd_done(B(), 4000);
     EXPECT_EQ(St(B()).rsa_left, 6000u);
     EXPECT_EQ(St(B()).rsa_vaddr, 0x7000u + 4000u);
@@ -306,10 +305,10 @@ TEST_F(Zcopy, NothingOvertakesTheOfferedBytes)
     const Bytes sa = SrcAvail(A(), 8192);
     EXPECT_EQ(sdp_core_tx_decide(A(), 100, 1, 0), SDP_TX_HOLD);
     unsigned char hdr[SDP_BSDH_SIZE];
-    EXPECT_EQ(sdp_core_tx_build(A(), hdr, SDP_MID_DATA, 100, 0, kPosted), -SDP_CORE_ESTATE);
+    EXPECT_EQ(TxBuild(A(), hdr, SDP_MID_DATA, 100, 0, kPosted), -SDP_CORE_ESTATE);
     Bytes second(SDP_SRC_AVAIL_HDR_SIZE);
     const sdp_core_zc zc{100, 1, 0x1000};
-    EXPECT_EQ(sdp_core_tx_src_avail(A(), second.data(), SDP_SRC_AVAIL_HDR_SIZE, &zc, kPosted),
+    EXPECT_EQ(TxSrcAvail(A(), second.data(), SDP_SRC_AVAIL_HDR_SIZE, &zc, kPosted),
               -SDP_CORE_ESTATE)
         << "one SrcAvail at a time";
     // A rogue peer that sends Data or a second SrcAvail meanwhile.
@@ -332,13 +331,13 @@ TEST_F(Zcopy, DisConnWaitsForTheSrcAvail)
 {
     ASSERT_EQ(Deliver(B(), SrcAvail(A(), 8192)), 0);
     sdp_core_shutdown_send(A());
-    EXPECT_NE(sdp_core_control_due(A(), 0, kPosted), SDP_MID_DISCONN);
+    EXPECT_NE(ControlDue(A(), 0, kPosted), SDP_MID_DISCONN);
     sdp_core_set_reader_waiting(B(), 1);
     ASSERT_EQ(sdp_core_rd_start(B(), 8192), 0);
     sdp_core_rd_done(B(), 8192);
     ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_RDMA_RD_COMPL)), 0);
     sdp_core_src_release(A());
-    EXPECT_EQ(sdp_core_control_due(A(), 0, kPosted), SDP_MID_DISCONN);
+    EXPECT_EQ(ControlDue(A(), 0, kPosted), SDP_MID_DISCONN);
 }
 
 TEST_F(Zcopy, SendSmEndsTheSrcAvailAndTheRestGoesByBcopy)
@@ -385,7 +384,7 @@ TEST_F(Zcopy, CancelIsAnsweredAfterTheReadInProgress)
     EXPECT_EQ(St(A()).src_state, unsigned{SDP_ZC_CANCELLING});
     ASSERT_EQ(Deliver(B(), Control(A(), SDP_MID_SRC_AVAIL_CANCEL)), 0);
     EXPECT_EQ(St(B()).rsa_left, 0u) << "cancelled: no new reads";
-    EXPECT_EQ(sdp_core_control_due(B(), 0, kPosted), 0) << "the read is still in progress";
+    EXPECT_EQ(ControlDue(B(), 0, kPosted), 0) << "the read is still in progress";
     sdp_core_rd_done(B(), 7000);
     ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_RDMA_RD_COMPL)), 0);
     EXPECT_EQ(St(A()).src_state, unsigned{SDP_ZC_CANCELLING});
@@ -466,7 +465,7 @@ TEST_F(Zcopy, OfferWithAReaderWaitingIsReadEvenWhileOwnSrcAvailIsOut)
     sdp_core_set_reader_waiting(A(), 1);
     ASSERT_EQ(Deliver(A(), sa_b), 0);
     EXPECT_EQ(St(A()).rsa_left, 65536u);
-    EXPECT_EQ(sdp_core_control_due(A(), 0, kPosted), 0) << "no SendSM";
+    EXPECT_EQ(ControlDue(A(), 0, kPosted), 0) << "no SendSM";
 }
 
 TEST_F(Zcopy, ImpossibleOffersAbortTheConnection)
@@ -501,8 +500,7 @@ TEST_F(Zcopy, ImpossibleOffersAbortTheConnection)
     // Nor does the core build one.
     Bytes m(SDP_SRC_AVAIL_HDR_SIZE);
     const sdp_core_zc big{SDP_ZC_MAX_LEN + 1, 1, 0x1000};
-    EXPECT_EQ(sdp_core_tx_src_avail(A(), m.data(), SDP_SRC_AVAIL_HDR_SIZE, &big, kPosted),
-              -SDP_CORE_EPROTO);
+    EXPECT_EQ(TxSrcAvail(A(), m.data(), SDP_SRC_AVAIL_HDR_SIZE, &big, kPosted), -SDP_CORE_EPROTO);
 }
 
 TEST_F(Zcopy, RdmaRdComplBeyondTheOfferAbortsTheConnection)
@@ -673,8 +671,7 @@ TEST_F(Zcopy, SinkAvailAfterTheSinksDisConn)
     EXPECT_TRUE(St(A()).psink_usable);
     Bytes m(SDP_SINK_AVAIL_SIZE);
     const sdp_core_zc zc{4096, 1, 0x1000};
-    EXPECT_EQ(sdp_core_tx_sink_avail(A(), m.data(), SDP_SINK_AVAIL_SIZE, &zc, kPosted),
-              -SDP_CORE_ESTATE)
+    EXPECT_EQ(TxSinkAvail(A(), m.data(), SDP_SINK_AVAIL_SIZE, &zc, kPosted), -SDP_CORE_ESTATE)
         << "nothing more will come from B";
 }
 
@@ -684,8 +681,7 @@ TEST_F(Zcopy, SinkAvailOnlyWithNothingOfTheSourcePending)
     ASSERT_EQ(Deliver(B(), SrcAvail(A(), 4096)), 0);
     Bytes m(SDP_SINK_AVAIL_SIZE);
     const sdp_core_zc zc{4096, 1, 0x1000};
-    EXPECT_EQ(sdp_core_tx_sink_avail(B(), m.data(), SDP_SINK_AVAIL_SIZE, &zc, kPosted),
-              -SDP_CORE_ESTATE)
+    EXPECT_EQ(TxSinkAvail(B(), m.data(), SDP_SINK_AVAIL_SIZE, &zc, kPosted), -SDP_CORE_ESTATE)
         << "an offer is waiting to be read";
 }
 
