@@ -200,6 +200,23 @@ int sdp_post_ctl(struct sock *sk, struct ib_send_wr *before, u8 mid, u32 len)
 	return 0;
 }
 
+/* A control message went: its statistics, and DisConn's step of the close. */
+static void sdp_control_sent(struct sock *sk, unsigned int mid)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	if (mid == SDP_MID_SEND_SM)
+		ssk->stats.send_sm_sent++;
+	if (mid == SDP_MID_SRC_AVAIL_CANCEL || mid == SDP_MID_SINK_AVAIL_CANCEL)
+		ssk->stats.cancels_sent++;
+	/* From LAST_ACK the connection is done for the user (close.cpp). */
+	if (mid == SDP_MID_DISCONN &&
+	    sdp_close_event(sk, SDP_CLOSE_DISCONN_POSTED))
+		sk->sk_state_change(sk);
+	if (mid == SDP_MID_DATA)
+		SDP_INC(sk, SDP_CNT_CREDIT_UPDATES);
+}
+
 int sdp_send_control(struct sock *sk, unsigned int mid)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
@@ -219,16 +236,7 @@ int sdp_send_control(struct sock *sk, unsigned int mid)
 		return -EAGAIN;
 	if (sdp_post_ctl(sk, NULL, (u8)mid, len))
 		return -EIO;
-	if (mid == SDP_MID_SEND_SM)
-		ssk->stats.send_sm_sent++;
-	if (mid == SDP_MID_SRC_AVAIL_CANCEL || mid == SDP_MID_SINK_AVAIL_CANCEL)
-		ssk->stats.cancels_sent++;
-	/* From LAST_ACK the connection is done for the user (close.cpp). */
-	if (mid == SDP_MID_DISCONN &&
-	    sdp_close_event(sk, SDP_CLOSE_DISCONN_POSTED))
-		sk->sk_state_change(sk);
-	if (mid == SDP_MID_DATA)
-		SDP_INC(sk, SDP_CNT_CREDIT_UPDATES);
+	sdp_control_sent(sk, mid);
 	return 0;
 }
 
@@ -238,43 +246,60 @@ static unsigned int sdp_tx_opts(struct sdp_sock *ssk)
 	       (ssk->cork ? SDP_TXO_CORK : 0);
 }
 
-/* Post the queued segments the core allows, then any control message due. */
+/* The rings as sdp_core_tx_next() sees them. */
+static void sdp_tx_ring_facts(struct sdp_sock *ssk, unsigned int opts,
+			      struct sdp_core_tx_ring *ring)
+{
+	struct sdp_ring *tx = &ssk->tx;
+	struct sdp_ring *ctl = &ssk->ctl;
+
+	*ring = (struct sdp_core_tx_ring){ .opts = opts };
+	if (tx->post != tx->tail) {
+		struct sdp_buf *b = sdp_ring_buf(tx, tx->post);
+
+		ring->seg_bytes = b->end - SDP_BSDH_SIZE;
+		ring->segs_queued = tx->tail - tx->post;
+		ring->seg_urgent = b->urgent;
+		ring->seg_hdr = b->data;
+	}
+	if (ctl->post - ctl->done < ctl->count) {
+		ring->ctl_hdr = sdp_ring_buf(ctl, ctl->post)->data;
+		ring->ctl_size = SDP_CTL_BUF_SIZE;
+	}
+}
+
+/*
+ * Post what the core says goes next - queued segments, control messages
+ * (several can be due at once: a zero-copy completion, then SendSM) -
+ * until it says nothing more can go now.
+ */
 void sdp_push(struct sock *sk, unsigned int extra_opts)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct sdp_ring *tx = &ssk->tx;
 	unsigned int opts = sdp_tx_opts(ssk) | extra_opts;
-	int mid;
+	struct sdp_core_tx_action act;
 
 	sock_owned_by_me(sk);
 
 	if (!ssk->res_ready || ssk->qp_error || !ssk->established_once)
 		return;
-	while (tx->post != tx->tail) {
-		struct sdp_buf *b = sdp_ring_buf(tx, tx->post);
-		u32 payload = b->end - SDP_BSDH_SIZE;
-		bool full = payload >= ssk->seg_max || b->urgent ||
-			    tx->post + 1 != tx->tail;
-		int hdr;
+	for (;;) {
+		struct sdp_core_tx_ring ring;
+		struct sdp_buf *b;
 
-		switch (sdp_core_tx_decide(&ssk->core, payload, full, opts)) {
-		case SDP_TX_POST:
-			break;
-		case SDP_TX_HOLD:
-			SDP_INC(sk, SDP_CNT_NAGLE_HOLDS);
-			goto control;
-		case SDP_TX_NO_CREDIT:
-			SDP_INC(sk, SDP_CNT_CREDIT_STALLS);
-			sdp_tx_watch_arm(sk); /* it probes a silent peer */
-			goto control;
-		default:
-			goto control;
+		sdp_tx_ring_facts(ssk, opts, &ring);
+		if (sdp_core_tx_next(&ssk->core, &ring, &act))
+			return;
+		if (act.kind == SDP_TXN_CONTROL) {
+			if (sdp_post_ctl(sk, NULL, (u8)act.mid, act.hdr_len))
+				return;
+			sdp_control_sent(sk, act.mid);
+			continue;
 		}
-		hdr = sdp_core_tx_build(&ssk->core, b->data, SDP_MID_DATA,
-					payload,
-					b->urgent ? SDP_FLAG_OOB_PRES : 0);
-		if (hdr < 0)
+		if (act.kind != SDP_TXN_DATA)
 			break;
+		b = sdp_ring_buf(tx, tx->post);
 		b->mid = SDP_MID_DATA;
 		if (sdp_post_send(ssk, tx, SDP_WR_TX, tx->post, b->end, NULL)) {
 			sdp_qp_failed(sk);
@@ -282,14 +307,13 @@ void sdp_push(struct sock *sk, unsigned int extra_opts)
 		}
 		tx->post++;
 		SDP_INC_TX_MID(sk, SDP_MID_DATA);
-		SDP_ADD(sk, SDP_CNT_TX_BYTES, payload);
+		SDP_ADD(sk, SDP_CNT_TX_BYTES, ring.seg_bytes);
 	}
-control:
-	/* Several can be due at once (a zero-copy completion, then SendSM). */
-	while ((mid = sdp_core_control_due(&ssk->core,
-					   tx->tail - tx->post)) != 0) {
-		if (sdp_send_control(sk, mid))
-			break;
+	if (act.data == SDP_TX_HOLD) {
+		SDP_INC(sk, SDP_CNT_NAGLE_HOLDS);
+	} else if (act.data == SDP_TX_NO_CREDIT) {
+		SDP_INC(sk, SDP_CNT_CREDIT_STALLS);
+		sdp_tx_watch_arm(sk); /* it probes a silent peer */
 	}
 }
 

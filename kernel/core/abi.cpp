@@ -121,6 +121,11 @@ int sdp_core_control_due(const sdp_core_conn* c, unsigned int tx_queued)
     return conn(c)->control_due(tx_queued);
 }
 
+int sdp_core_tx_next(sdp_core_conn* c, const sdp_core_tx_ring* ring, sdp_core_tx_action* act)
+{
+    return conn(c)->tx_next(*ring, act);
+}
+
 void sdp_core_ack_request(sdp_core_conn* c)
 {
     conn(c)->ack_request();

@@ -352,6 +352,46 @@ int Connection::control_due(u32 tx_queued) const
     return 0;
 }
 
+int Connection::tx_next(const sdp_core_tx_ring& ring, sdp_core_tx_action* act)
+{
+    *act = sdp_core_tx_action{};
+    act->kind = SDP_TXN_NONE;
+    act->data = SDP_TX_POST;
+    if (ring.segs_queued != 0) {
+        // Full: it cannot take more bytes, or bytes queue behind it, or it
+        // ends with urgent data (which must go at once).
+        const bool full =
+            ring.seg_bytes >= seg_max() || ring.seg_urgent != 0 || ring.segs_queued > 1;
+        act->data = tx_verdict(ring.seg_bytes, full, ring.opts);
+        if (act->data == SDP_TX_POST) {
+            const int n = tx_build(ring.seg_hdr, SDP_MID_DATA, ring.seg_bytes,
+                                   ring.seg_urgent != 0 ? SDP_FLAG_OOB_PRES : 0);
+            if (n < 0)
+                return n;
+            act->kind = SDP_TXN_DATA;
+            act->mid = SDP_MID_DATA;
+            act->hdr_len = static_cast<u32>(n);
+            return 0;
+        }
+    }
+    // Data that cannot go leaves the turn to control messages, which may
+    // be due because of it (a credit request) or regardless of it.
+    if (ring.ctl_hdr == nullptr)
+        return 0;
+    const int mid = control_due(ring.segs_queued);
+    if (mid == 0)
+        return 0;
+    if (ring.ctl_size < wire::header_size(static_cast<wire::Mid>(mid)))
+        return -SDP_CORE_ENOROOM;
+    const int n = tx_build(ring.ctl_hdr, static_cast<u32>(mid), 0, 0);
+    if (n < 0)
+        return n;
+    act->kind = SDP_TXN_CONTROL;
+    act->mid = static_cast<u32>(mid);
+    act->hdr_len = static_cast<u32>(n);
+    return 0;
+}
+
 int Connection::rx(const u8* buf, u32 byte_len, sdp_core_rx* out)
 {
     if ((state_ & (SDP_CS_ABORTED | SDP_CS_RX_FAILED)) != 0) {

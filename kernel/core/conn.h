@@ -37,6 +37,7 @@ class Connection {
     int tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags);
     void tx_done(u32 mid);
     int control_due(u32 tx_queued) const;
+    int tx_next(const sdp_core_tx_ring& ring, sdp_core_tx_action* act);
     void shutdown_send() { state_ |= SDP_CS_SHUT_REQUESTED; }
     void ack_request() { ack_requested_ = ack_owed_; }
 

@@ -154,6 +154,53 @@ int sdp_core_control_due(const struct sdp_core_conn *c,
 			 unsigned int tx_queued);
 
 /*
+ * The transmit rings as the core needs to see them to choose the next SEND.
+ * seg_*: the oldest queued Data segment (its payload bytes, whether it ends
+ * with urgent data, where its SDP_BSDH_SIZE header bytes go), segs_queued:
+ * Data segments queued and not posted, that one included (0: none).
+ * ctl_hdr: the next free control-ring buffer (ctl_size bytes), NULL when
+ * the control ring is full.  opts: SDP_TXO_*.
+ */
+struct sdp_core_tx_ring {
+	unsigned int seg_bytes;
+	unsigned int segs_queued;
+	int seg_urgent;
+	unsigned char *seg_hdr;
+	unsigned char *ctl_hdr;
+	unsigned int ctl_size;
+	unsigned int opts;
+};
+
+enum sdp_core_tx_kind {
+	SDP_TXN_NONE = 0,    /* nothing to post now */
+	SDP_TXN_DATA = 1,    /* post the oldest segment: its header is written */
+	SDP_TXN_CONTROL = 2, /* post the control buffer: its header is written */
+};
+
+struct sdp_core_tx_action {
+	enum sdp_core_tx_kind kind;
+	unsigned int mid;     /* the message built (SDP_MID_DATA for a segment;
+			       * a zero-payload Data control is a credit update) */
+	unsigned int hdr_len; /* header bytes written */
+	/* Why the oldest queued segment did not go (SDP_TX_HOLD,
+	 * SDP_TX_NO_CREDIT, SDP_TX_CLOSED); SDP_TX_POST if it went or none
+	 * is queued.  Set whatever the kind. */
+	enum sdp_core_tx_verdict data;
+};
+
+/*
+ * The next SEND to post: the oldest queued segment if it may go now (Nagle,
+ * cork, credits, stream order with zero copy), else the control message
+ * due (control_due()) if the control ring has room, else nothing.  The
+ * header is written and accounted as by tx_build().  The host posts what it
+ * is told and calls again until SDP_TXN_NONE (sdp_push()).  Returns 0, or
+ * -enum sdp_core_err if a header could not be built (nothing accounted).
+ */
+int sdp_core_tx_next(struct sdp_core_conn *c,
+		     const struct sdp_core_tx_ring *ring,
+		     struct sdp_core_tx_action *act);
+
+/*
  * Acknowledge the data received so far at the next opportunity: the
  * delayed-ack timer fired, or the reader took everything and waits for more.
  * A sender holds small writes (Nagle) until its last partial message is

@@ -470,6 +470,109 @@ TEST_F(ConnTx, NagleHoldsPartialSegmentOnlyWhileDataInFlight)
     EXPECT_EQ(sdp_core_data_in_flight(A()), 0u) << "a stray completion does not wrap";
 }
 
+// sdp_push()'s iterator: the rings described, the next SEND answered.
+struct TxNext {
+    sdp_core_tx_action act{};
+    unsigned char seg[kBsdh] = {};
+    unsigned char ctl[64] = {};
+    int rc = 0;
+};
+
+TxNext Next(sdp_core_conn* c, unsigned seg_bytes, unsigned queued, bool urgent = false,
+            unsigned opts = 0, bool ctl_room = true)
+{
+    TxNext n;
+    sdp_core_tx_ring ring{};
+    ring.seg_bytes = seg_bytes;
+    ring.segs_queued = queued;
+    ring.seg_urgent = urgent ? 1 : 0;
+    ring.seg_hdr = n.seg;
+    ring.ctl_hdr = ctl_room ? n.ctl : nullptr;
+    ring.ctl_size = ctl_room ? sizeof(n.ctl) : 0;
+    ring.opts = opts;
+    n.rc = sdp_core_tx_next(c, &ring, &n.act);
+    return n;
+}
+
+TEST_F(ConnTx, TxNextPostsTheOldestSegmentWithItsHeaderWritten)
+{
+    sdp_core_rx_posted(A(), 6);
+    const unsigned credits = sdp_core_tx_credits(A());
+    const TxNext n = Next(A(), 10, 1);
+    ASSERT_RC(n.rc, 0);
+    EXPECT_EQ(n.act.kind, SDP_TXN_DATA);
+    EXPECT_EQ(n.act.mid, unsigned{SDP_MID_DATA});
+    EXPECT_EQ(n.act.hdr_len, kBsdh);
+    EXPECT_EQ(n.act.data, SDP_TX_POST);
+    EXPECT_EQ(n.seg[0], SDP_MID_DATA);
+    EXPECT_EQ(n.seg[1], 0u) << "no urgent data";
+    EXPECT_EQ(Be16(&n.seg[2]), 6u) << "the posted buffers last reported";
+    EXPECT_EQ(Be32(&n.seg[4]), kBsdh + 10) << "BSDH.len covers the payload";
+    EXPECT_EQ(sdp_core_tx_credits(A()), credits - 1) << "accounted";
+    EXPECT_EQ(sdp_core_data_in_flight(A()), 1u);
+}
+
+// Fullness is the core's: a partial segment waits for the one in flight
+// (Nagle) unless more segments queue behind it or it ends with urgent data.
+TEST_F(ConnTx, TxNextHoldsAPartialSegmentAloneOnly)
+{
+    SendData(Seg());
+    TxNext n = Next(A(), 1, 1);
+    ASSERT_RC(n.rc, 0);
+    EXPECT_EQ(n.act.kind, SDP_TXN_NONE);
+    EXPECT_EQ(n.act.data, SDP_TX_HOLD);
+    n = Next(A(), 1, 1, false, SDP_TXO_NODELAY);
+    EXPECT_EQ(n.act.kind, SDP_TXN_DATA) << "TCP_NODELAY";
+    n = Next(A(), 1, 2);
+    EXPECT_EQ(n.act.kind, SDP_TXN_DATA) << "a segment queued behind it";
+    n = Next(A(), 1, 1, true);
+    EXPECT_EQ(n.act.kind, SDP_TXN_DATA) << "urgent data goes at once";
+    EXPECT_EQ(n.seg[1], unsigned{SDP_FLAG_OOB_PRES});
+    n = Next(A(), Seg(), 1, false, SDP_TXO_CORK);
+    EXPECT_EQ(n.act.kind, SDP_TXN_DATA) << "a full segment is not corked";
+    n = Next(A(), 1, 1, false, SDP_TXO_CORK | SDP_TXO_NODELAY);
+    EXPECT_EQ(n.act.data, SDP_TX_HOLD) << "cork holds a partial one";
+}
+
+// Data that cannot go leaves the turn to a control message due, if the
+// control ring has a buffer for it.
+TEST_F(ConnTx, TxNextPostsTheControlMessageDueWhenDataWaits)
+{
+    sdp_core_rx rx{};
+    ASSERT_RC(Pair::Send(A(), P(), SDP_MID_DATA, 1, &rx), 0);
+    sdp_core_ack_request(P());
+    TxNext n = Next(P(), 0, 0, false, 0, false);
+    ASSERT_RC(n.rc, 0);
+    EXPECT_EQ(n.act.kind, SDP_TXN_NONE) << "no control buffer free";
+    EXPECT_EQ(n.act.data, SDP_TX_POST) << "no data queued";
+    n = Next(P(), 0, 0);
+    ASSERT_RC(n.rc, 0);
+    EXPECT_EQ(n.act.kind, SDP_TXN_CONTROL);
+    EXPECT_EQ(n.act.mid, unsigned{SDP_MID_DATA}) << "the acknowledgement, as a credit update";
+    EXPECT_EQ(n.act.hdr_len, kBsdh);
+    EXPECT_EQ(Be32(&n.ctl[4]), kBsdh) << "no payload";
+    EXPECT_EQ(Next(P(), 0, 0).act.kind, SDP_TXN_NONE) << "acknowledged once";
+    // Shut down with nothing queued: DisConn is next.
+    sdp_core_shutdown_send(P());
+    n = Next(P(), 0, 0);
+    EXPECT_EQ(n.act.kind, SDP_TXN_CONTROL);
+    EXPECT_EQ(n.act.mid, unsigned{SDP_MID_DISCONN});
+    EXPECT_EQ(n.ctl[0], SDP_MID_DISCONN);
+}
+
+TEST(ConnSetup, TxNextReportsDataWithoutCredits)
+{
+    Sizes s;
+    s.active_posted = 0;
+    s.passive_posted = 0;
+    Pair p(s);
+    p.Connect();
+    const TxNext n = Next(&p.active, 10, 1);
+    ASSERT_RC(n.rc, 0);
+    EXPECT_EQ(n.act.kind, SDP_TXN_NONE);
+    EXPECT_EQ(n.act.data, SDP_TX_NO_CREDIT);
+}
+
 // Minshall's Nagle on the peer's acknowledgement: after a partial message,
 // small data waits until the peer's mseq_ack covers it, however soon the
 // transport completes the SEND (on a local link, before the next write).

@@ -456,7 +456,7 @@ inline bool World::zc_control_owed(int s, unsigned mid)
     const std::string bad = not_owed(d, mid);
     if (bad.empty())
         return true;
-    fail(d.name + ": control_due returned mid " + std::to_string(mid) + " but " + bad);
+    fail(d.name + ": the core chose mid " + std::to_string(mid) + " but " + bad);
     return false;
 }
 

@@ -958,69 +958,81 @@ inline void World::pump(int s, unsigned extra_opts)
     const bool flush = d.zw_active && d.zw_phase == ZcPhase::kFlush && !d.cfg.zcopy_skip_flush;
     const unsigned opts = (d.cfg.nodelay ? SDP_TXO_NODELAY : 0) | (d.corked ? SDP_TXO_CORK : 0) |
                           (flush ? SDP_TXO_PUSH : 0) | extra_opts;
-    const std::size_t seg_max = sdp_core_seg_max(&d.conn);
-    while (!failed_ && tx_queued(d) > 0) {
-        const Segment& seg = d.tx[d.tx_posted];
-        const bool full =
-            seg.data.size() >= seg_max || seg.urgent || d.tx_posted + 1 != d.tx.size();
-        const sdp_core_tx_verdict v =
-            sdp_core_tx_decide(&d.conn, static_cast<unsigned>(seg.data.size()), full ? 1 : 0, opts);
-        if (v == SDP_TX_CLOSED) {
+    // As sdp_push(): post what sdp_core_tx_next() says goes next until it
+    // says nothing can, the rings described as the glue describes them.
+    while (!failed_) {
+        sdp_core_tx_ring ring{};
+        ring.opts = opts;
+        const std::size_t queued = tx_queued(d);
+        Bytes seg_hdr(SDP_BSDH_SIZE);
+        Bytes ctl(kCtlBufSize);
+        if (queued > 0) {
+            const Segment& seg = d.tx[d.tx_posted];
+            ring.seg_bytes = static_cast<unsigned>(seg.data.size());
+            ring.segs_queued = static_cast<unsigned>(queued);
+            ring.seg_urgent = seg.urgent ? 1 : 0;
+            ring.seg_hdr = seg_hdr.data();
+        }
+        if (d.ctl_in_flight < d.cfg.ctl_bufs) {
+            ring.ctl_hdr = ctl.data();
+            ring.ctl_size = static_cast<unsigned>(ctl.size());
+        }
+        // Checked against the state before the message is accounted.
+        const unsigned core_credits = sdp_core_tx_credits(&d.conn);
+        const long real_credits = true_credits(s);
+        sdp_core_tx_action act{};
+        const int rc = sdp_core_tx_next(&d.conn, &ring, &act);
+        if (rc < 0) {
+            fail(d.name + ": tx_next failed: " + sdp_core_err_name(rc));
+            return;
+        }
+        if (queued > 0 && act.data == SDP_TX_CLOSED) {
             fail(d.name + ": SDP_TX_CLOSED with data queued");
             return;
         }
-        if (v != SDP_TX_POST)
-            break;
-        // The control reserve: data never takes the last credits, by the
-        // core's count nor by the real one.
-        if (sdp_core_tx_credits(&d.conn) <= kReserve || true_credits(s) <= kReserve) {
-            fail(d.name + ": data posted into the control reserve (core credits " +
-                 std::to_string(sdp_core_tx_credits(&d.conn)) + ", real " +
-                 std::to_string(true_credits(s)) + ")");
+        if (act.kind == SDP_TXN_NONE)
             return;
-        }
-        d.tx_posted++;
-        post(s, Ring::kTx, SDP_MID_DATA, seg.data, seg.urgent ? SDP_FLAG_OOB_PRES : 0);
-    }
-    if (failed_)
-        return;
-    // As sdp_push(): every control message due goes while the control
-    // ring has room (several can be due at once: a zero-copy
-    // completion, then SendSM), until one cannot be posted.
-    for (;;) {
-        const int mid = sdp_core_control_due(&d.conn, static_cast<unsigned>(tx_queued(d)));
-        if (failed_ || mid == 0 || d.ctl_in_flight >= d.cfg.ctl_bufs)
-            return;
-        const std::size_t sends_before = d.stats.sends;
-        if (mid == SDP_MID_DISCONN) {
-            if (tx_queued(d) > 0 || !d.shut)
+        const unsigned mid = act.mid;
+        const bool data = act.kind == SDP_TXN_DATA;
+        if (data) {
+            // The control reserve: data never takes the last credits, by
+            // the core's count nor by the real one.
+            if (core_credits <= kReserve || real_credits <= kReserve) {
+                fail(d.name + ": data posted into the control reserve (core credits " +
+                     std::to_string(core_credits) + ", real " + std::to_string(real_credits) + ")");
+                return;
+            }
+        } else if (mid == SDP_MID_DISCONN) {
+            if (queued > 0 || !d.shut)
                 fail(d.name + ": DisConn due with data queued or no shutdown");
-            post(s, Ring::kCtl, SDP_MID_DISCONN, {}, 0);
-        } else if (mid == SDP_MID_DATA) {
-            post(s, Ring::kCtl, SDP_MID_DATA, {}, 0);
-        } else if (zc_control_owed(s, static_cast<unsigned>(mid))) {
-            post(s, Ring::kCtl, static_cast<unsigned>(mid), {}, 0);
+        } else if (mid != SDP_MID_DATA && !zc_control_owed(s, mid)) {
+            return;
         }
-        if (d.stats.sends == sends_before)
-            return; // not posted (no credit, or not owed)
+        if (failed_)
+            return;
+        const Bytes payload = data ? d.tx[d.tx_posted].data : Bytes{};
+        const unsigned flags = data && d.tx[d.tx_posted].urgent ? SDP_FLAG_OOB_PRES : 0;
+        if (data)
+            d.tx_posted++;
+        Bytes msg(data ? seg_hdr : ctl);
+        msg.resize(act.hdr_len);
+        post(s, data ? Ring::kTx : Ring::kCtl, mid, msg, payload, flags);
     }
 }
 
-inline void World::post(int s, Ring ring, unsigned mid, const Bytes& payload, unsigned flags)
+// A SEND the core built (its header msg): checked, then on the wire.
+inline void World::post(int s, Ring ring, unsigned mid, Bytes msg, const Bytes& payload,
+                        unsigned flags)
 {
     Side& d = me(s);
     if (!may_post(s, mid, payload.size()))
         return;
-    const unsigned hdr = hdr_size(mid);
-    Bytes msg(hdr + payload.size());
-    const int n =
-        sdp_core_tx_build(&d.conn, msg.data(), mid, static_cast<unsigned>(payload.size()), flags);
-    if (n != static_cast<int>(hdr)) {
-        fail(d.name + ": tx_build of mid " + std::to_string(mid) +
-             " failed: " + sdp_core_err_name(n));
+    if (msg.size() != hdr_size(mid)) {
+        fail(d.name + ": header of mid " + std::to_string(mid) + " is " +
+             std::to_string(msg.size()) + " bytes");
         return;
     }
-    std::copy(payload.begin(), payload.end(), msg.begin() + n);
+    msg.insert(msg.end(), payload.begin(), payload.end());
     if (mid != SDP_MID_DATA && mid != SDP_MID_DISCONN) {
         zc_control_sent(s, mid, msg);
         d.stats.last_credit += sdp_core_tx_credits(&d.conn) == 0 ? 1 : 0;

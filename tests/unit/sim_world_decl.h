@@ -242,6 +242,8 @@ class World {
     // The control reserve: data, SrcAvail and SinkAvail never take these
     // credits (by the core's count nor by the real one).
     static constexpr long kReserve = 2;
+    // The glue's control-ring buffers (SDP_CTL_BUF_SIZE).
+    static constexpr std::size_t kCtlBufSize = 64;
 
     // Shared by every part.
     Side& me(int s) { return sides_[s]; }
@@ -326,7 +328,7 @@ class World {
     void close_event(int s, unsigned event);
     // sdp_push()
     void pump(int s, unsigned extra_opts);
-    void post(int s, Ring ring, unsigned mid, const Bytes& payload, unsigned flags);
+    void post(int s, Ring ring, unsigned mid, Bytes msg, const Bytes& payload, unsigned flags);
 
     // ---- sim_checker.h ---------------------------------------------------------
     // failures and the trace of the last events
