@@ -240,6 +240,7 @@ class Harness {
     void after_build(int s, const u8* hdr, int rc, u32 mid, u32 payload, u32 credits0);
     void post(int s, Bytes msg);
     void push(int s, u32 opts, u32 max_segs);
+    void push_next(int s, u32 opts, u32 max_sends);
     void control(int s);
     void tx_done(int s);
     void src_avail(int s);
@@ -522,6 +523,47 @@ void Harness::push(int s, u32 opts, u32 max_segs)
         CHECK(build(s, SDP_MID_DATA, seg, 0) == static_cast<int>(kBsdh));
     }
     control(s);
+}
+
+// sdp_push() as the kernel runs it: sdp_core_tx_next() until it says
+// nothing goes, the pending bytes described as segments of seg_max.
+void Harness::push_next(int s, u32 opts, u32 max_sends)
+{
+    Side& d = me(s);
+    for (u32 i = 0; i < max_sends; i++) {
+        const u32 seg_max = sdp_core_seg_max(&d.conn);
+        const u32 seg = d.pending < seg_max ? static_cast<u32>(d.pending) : seg_max;
+        u8 seg_hdr[kBsdh];
+        u8 ctl[64];
+        std::memset(seg_hdr, 0xa5, sizeof(seg_hdr));
+        std::memset(ctl, 0xa5, sizeof(ctl));
+        sdp_core_tx_ring ring{};
+        ring.seg_bytes = seg;
+        ring.segs_queued = d.pending == 0 ? 0 : (d.pending > seg ? 2 : 1);
+        ring.seg_hdr = seg_hdr;
+        ring.ctl_hdr = ctl;
+        ring.ctl_size = sizeof(ctl);
+        ring.opts = opts;
+        const u32 credits0 = sdp_core_tx_credits(&d.conn);
+        sdp_core_tx_action act{};
+        CHECK(sdp_core_tx_next(&d.conn, &ring, &act) == 0);
+        CHECK(act.data <= SDP_TX_CLOSED);
+        if (act.kind == SDP_TXN_NONE) {
+            CHECK(sdp_core_tx_credits(&d.conn) == credits0);
+            CHECK(d.pending == 0 || act.data != SDP_TX_POST);
+            return;
+        }
+        const bool data = act.kind == SDP_TXN_DATA;
+        CHECK(data || act.kind == SDP_TXN_CONTROL);
+        if (data)
+            CHECK(seg != 0 && act.mid == SDP_MID_DATA && act.data == SDP_TX_POST);
+        else
+            CHECK(act.mid != SDP_MID_ABORT_CONN && act.mid != SDP_MID_SRC_AVAIL &&
+                  act.mid != SDP_MID_SINK_AVAIL);
+        // Posted as built: the same checks as a tx_build() by hand.
+        after_build(s, data ? seg_hdr : ctl, static_cast<int>(act.hdr_len), act.mid, data ? seg : 0,
+                    credits0);
+    }
 }
 
 void Harness::control(int s)
@@ -1172,8 +1214,12 @@ void Harness::op()
         break;
     }
     case Op::kPush: {
-        const u32 opts = in_.byte() & 7;
-        push(s, opts, 1 + (in_.byte() & 7));
+        const u8 how = in_.byte();
+        const u32 opts = how & 7;
+        if ((how & 8) != 0)
+            push_next(s, opts, 1 + (in_.byte() & 7));
+        else
+            push(s, opts, 1 + (in_.byte() & 7));
         break;
     }
     case Op::kControl:
