@@ -57,12 +57,25 @@ fi
 # The tests of SDP itself run with SDP only as the default policy
 # (fallback=0): with the shipped default a broken SDP path would pass them
 # over TCP.  Those that reload sdp.ko load it back with the same parameters.
+# Under tier-debug.sh (SDP_VM_WAIT_SCALE > 1: KASAN and lockdep under TCG)
+# one CM exchange can outlast the 500 ms a connect allowed to fall back
+# waits for it, and such clients go over TCP (SDP_FB_TIMEOUT) where the
+# tests expect SDP.  The bound grows with the tests' other waits; it is set
+# before each stage that may fall back, as a test may have reloaded sdp.ko.
+fallback_wait() {
+	local scale=${SDP_VM_WAIT_SCALE:-1}
+	[ "$scale" -gt 1 ] || return 0
+	echo $((500 * scale)) > /proc/sys/net/sdp/fallback_ms
+}
+
 grep -q '^sdp ' /proc/modules || insmod "$SDP_MODULE" fallback=0
+fallback_wait
 "$build/host/sdp_vm_rdma_tests" --gtest_color=no || status=1
 # Fallback to TCP on the same socket, and IPPROTO_SDP from an unmodified
 # Python program over RDMA and after a fallback: with the default policy
 # sdp.ko ships with (net.sdp.fallback=1).
 echo 1 > /proc/sys/net/sdp/fallback
+fallback_wait
 "$build/host/sdp_vm_fallback_tests" --gtest_color=no || status=1
 python3 tests/vm/ipproto_test.py || status=1
 # libsdp.so under unmodified programs: iperf3, sockperf, socat, a forking
@@ -81,6 +94,7 @@ modprobe -a rdma_ucm ib_uverbs
 # CM for other connections.
 "$build/host/sdp_vm_fault_tests" --gtest_color=no || status=1
 if [ "${SDP_CONFORMANCE-1}" = 1 ]; then
+	fallback_wait
 	for thresh in 65536 4096 0; do
 		echo "tier-socket: conformance with net.sdp.zcopy_thresh=$thresh"
 		echo "$thresh" > /proc/sys/net/sdp/zcopy_thresh
@@ -100,6 +114,7 @@ if [ "${SDP_CONFORMANCE-1}" = 1 ]; then
 	# (net.sdp.fallback=1): listeners take TCP too, refusals fall back.
 	echo "tier-socket: conformance with net.sdp.fallback=1"
 	echo 1 > /proc/sys/net/sdp/fallback
+	fallback_wait
 	"$build/host/tests/vm/conformance/sdp_conformance" --families inet,sdp \
 		${SDP_CONFORMANCE_ARGS:-} || status=1
 	echo 0 > /proc/sys/net/sdp/fallback
