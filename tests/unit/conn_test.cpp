@@ -222,6 +222,30 @@ TEST(ConnSetup, ExchangeEstablishesBothWithCreditsFromHelloBufs)
     EXPECT_RC(Pair::Send(&p.passive, &p.active, SDP_MID_DATA, 3, &rx), 0);
 }
 
+// sdp_push()'s iterator: the rings described, the next SEND answered.
+struct TxNext {
+    sdp_core_tx_action act{};
+    unsigned char seg[kBsdh] = {};
+    unsigned char ctl[64] = {};
+    int rc = 0;
+};
+
+TxNext Next(sdp_core_conn* c, unsigned seg_bytes, unsigned queued, bool urgent = false,
+            unsigned opts = 0, bool ctl_room = true)
+{
+    TxNext n;
+    sdp_core_tx_ring ring{};
+    ring.seg_bytes = seg_bytes;
+    ring.segs_queued = queued;
+    ring.seg_urgent = urgent ? 1 : 0;
+    ring.seg_hdr = n.seg;
+    ring.ctl_hdr = ctl_room ? n.ctl : nullptr;
+    ring.ctl_size = ctl_room ? sizeof(n.ctl) : 0;
+    ring.opts = opts;
+    n.rc = sdp_core_tx_next(c, &ring, &n.act);
+    return n;
+}
+
 TEST(ConnSetup, ZeroPostedGivesNoCredits)
 {
     Sizes s;
@@ -232,6 +256,11 @@ TEST(ConnSetup, ZeroPostedGivesNoCredits)
     EXPECT_EQ(sdp_core_tx_credits(&p.active), 0u);
     EXPECT_EQ(sdp_core_tx_decide(&p.active, 10, 1, 0), SDP_TX_NO_CREDIT);
     EXPECT_EQ(ControlDue(&p.active, 0, 0), 0) << "nothing can go without a credit";
+    // The iterator says nothing goes, and why the data waits.
+    const TxNext n = Next(&p.active, 10, 1);
+    ASSERT_RC(n.rc, 0);
+    EXPECT_EQ(n.act.kind, SDP_TXN_NONE);
+    EXPECT_EQ(n.act.data, SDP_TX_NO_CREDIT);
 }
 
 TEST(ConnSetup, HistoricalHelloWithAddressesAccepted)
@@ -470,30 +499,6 @@ TEST_F(ConnTx, NagleHoldsPartialSegmentOnlyWhileDataInFlight)
     EXPECT_EQ(sdp_core_data_in_flight(A()), 0u) << "a stray completion does not wrap";
 }
 
-// sdp_push()'s iterator: the rings described, the next SEND answered.
-struct TxNext {
-    sdp_core_tx_action act{};
-    unsigned char seg[kBsdh] = {};
-    unsigned char ctl[64] = {};
-    int rc = 0;
-};
-
-TxNext Next(sdp_core_conn* c, unsigned seg_bytes, unsigned queued, bool urgent = false,
-            unsigned opts = 0, bool ctl_room = true)
-{
-    TxNext n;
-    sdp_core_tx_ring ring{};
-    ring.seg_bytes = seg_bytes;
-    ring.segs_queued = queued;
-    ring.seg_urgent = urgent ? 1 : 0;
-    ring.seg_hdr = n.seg;
-    ring.ctl_hdr = ctl_room ? n.ctl : nullptr;
-    ring.ctl_size = ctl_room ? sizeof(n.ctl) : 0;
-    ring.opts = opts;
-    n.rc = sdp_core_tx_next(c, &ring, &n.act);
-    return n;
-}
-
 TEST_F(ConnTx, TxNextPostsTheOldestSegmentWithItsHeaderWritten)
 {
     sdp_core_rx_posted(A(), 6);
@@ -558,19 +563,6 @@ TEST_F(ConnTx, TxNextPostsTheControlMessageDueWhenDataWaits)
     EXPECT_EQ(n.act.kind, SDP_TXN_CONTROL);
     EXPECT_EQ(n.act.mid, unsigned{SDP_MID_DISCONN});
     EXPECT_EQ(n.ctl[0], SDP_MID_DISCONN);
-}
-
-TEST(ConnSetup, TxNextReportsDataWithoutCredits)
-{
-    Sizes s;
-    s.active_posted = 0;
-    s.passive_posted = 0;
-    Pair p(s);
-    p.Connect();
-    const TxNext n = Next(&p.active, 10, 1);
-    ASSERT_RC(n.rc, 0);
-    EXPECT_EQ(n.act.kind, SDP_TXN_NONE);
-    EXPECT_EQ(n.act.data, SDP_TX_NO_CREDIT);
 }
 
 // Minshall's Nagle on the peer's acknowledgement: after a partial message,
