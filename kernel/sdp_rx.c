@@ -484,13 +484,19 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 			n = min_t(size_t, avail, len - copied);
 			if (ssk->urg_state != SDP_URG_NONE && seq < ssk->urg_seq)
 				n = min_t(u64, n, ssk->urg_seq - seq);
-			if (copy_to_iter((u8 *)b->data + b->off + cursor_off, n,
-					 &msg->msg_iter) != n) {
-				err = -EFAULT;
-				break;
+			/* MSG_TRUNC: TCP's discard, the bytes are consumed
+			 * (or peeked) without a copy or a buffer.
+			 */
+			if (!(flags & MSG_TRUNC)) {
+				if (copy_to_iter((u8 *)b->data + b->off +
+						 cursor_off, n,
+						 &msg->msg_iter) != n) {
+					err = -EFAULT;
+					break;
+				}
+				SDP_ADD(sk, SDP_CNT_CPU_COPY_BYTES, n);
 			}
 			copied += n;
-			SDP_ADD(sk, SDP_CNT_CPU_COPY_BYTES, n);
 			if (peek) {
 				peek_seq += n;
 			} else {
@@ -588,8 +594,8 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 			continue;
 		}
 		/* Nothing came: a large buffer is offered to the sender. */
-		if (!peek && thresh > 0 && len - copied >= (size_t)thresh &&
-		    ssk->res_ready) {
+		if (!peek && !(flags & MSG_TRUNC) && thresh > 0 &&
+		    len - copied >= (size_t)thresh && ssk->res_ready) {
 			int r = sdp_zc_recv_advertise(sk, msg, len, &timeo,
 						      &copied);
 

@@ -667,8 +667,12 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 		return -EPIPE;
 	if (ssk->rx_busy)
 		return 0;
+	/* A discard (MSG_TRUNC) has no buffer to read into either: given up
+	 * as a peek is (counted with them), the bytes come by bcopy.
+	 */
 	switch (sdp_core_rsa_next(&ssk->core,
-				  ((flags & MSG_PEEK) ? SDP_RSA_PEEK : 0) |
+				  ((flags & (MSG_PEEK | MSG_TRUNC)) ?
+				   SDP_RSA_PEEK : 0) |
 				  (small ? SDP_RSA_SMALL : 0), &offer)) {
 	case SDP_RSA_READ:
 		break;

@@ -101,6 +101,42 @@ SCENARIO("data.msg_peek")
     l.rec("recv at EOF", CALL(recv(s, buf, 32, 0)));
 }
 
+// MSG_TRUNC on a stream: the bytes are discarded, no buffer needed (the
+// kernel's msg_zerocopy selftest reads this way), peeked with MSG_PEEK,
+// and a large send (zero copy on SDP above the threshold) discarded whole
+// with MSG_WAITALL up to the last bytes, which arrive intact.
+SCENARIO("data.msg_trunc_discards")
+{
+    Lane& srv = ctx.lane("srv");
+    Lane& cli = ctx.lane("cli");
+    Ctx::Pair p = ctx.pair(srv);
+    Fd c(p.cli);
+    Fd s(p.srv);
+    cli.rec("send 10", CALL(send(c, "0123456789", 10, 0)));
+    char buf[128];
+    srv.rec("discard 4", CALL(recv(s, nullptr, 4, MSG_TRUNC | MSG_WAITALL)));
+    Res r = srv.rec("recv 3", CALL(recv(s, buf, 3, MSG_WAITALL)));
+    srv.txt("data", text_of(buf, r));
+    srv.rec("peek-discard 2", CALL(recv(s, nullptr, 2, MSG_TRUNC | MSG_PEEK)));
+    r = srv.rec("recv 3 after", CALL(recv(s, buf, 3, MSG_WAITALL)));
+    srv.txt("data", text_of(buf, r));
+    constexpr size_t kLarge = 512 * 1024;
+    constexpr size_t kTail = 100;
+    std::vector<char> out(kLarge);
+    pattern_fill(12, 0, out.data(), out.size());
+    Thread t([&] {
+        cli.flag("large send whole",
+                 send(c, out.data(), out.size(), 0) == static_cast<ssize_t>(kLarge));
+        cli.rec("shutdown WR", CALL(shutdown(c, SHUT_WR)));
+    });
+    srv.rec("discard all but 100", CALL(recv(s, nullptr, kLarge - kTail, MSG_TRUNC | MSG_WAITALL)));
+    r = srv.rec("recv the last 100", CALL(recv(s, buf, kTail, MSG_WAITALL)));
+    srv.flag("tail intact", r.rc == static_cast<long>(kTail) &&
+                                memcmp(buf, out.data() + kLarge - kTail, kTail) == 0);
+    t.join();
+    srv.rec("discard at EOF", CALL(recv(s, nullptr, 10, MSG_TRUNC)));
+}
+
 // MSG_PEEK waits for data like recv does.
 SCENARIO("data.msg_peek_blocks")
 {
