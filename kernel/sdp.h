@@ -642,6 +642,7 @@ struct sock *sdp_sk_alloc(struct net *net, const struct sock *like, int kern);
 void sdp_write_space(struct sock *sk);
 struct sock *sdp_sk_clone(struct sock *parent);
 void sdp_update_local(struct sock *sk);
+void sdp_sock_take_sol(struct socket *sock);
 void sdp_sk_init_data(struct socket *sock, struct sock *sk);
 extern struct proto sdp_proto;
 
@@ -675,6 +676,14 @@ struct sock *sdp_child_unlink(struct sock *sk);
  */
 #define SDP_GFP_CONN \
 	(GFP_KERNEL | __GFP_ACCOUNT | __GFP_NOWARN | __GFP_NORETRY)
+
+/* sdp_errqueue.c: MSG_ZEROCOPY notifications */
+bool sdp_zc_notify_wanted(const struct sock *sk, int flags, size_t size);
+struct sk_buff *sdp_zc_notify_alloc(struct sock *sk);
+void sdp_zc_notify(struct sock *sk, struct sk_buff *skb, bool copied);
+int sdp_recv_error(struct sock *sk, struct msghdr *msg, size_t len);
+int sdp_set_zerocopy(struct socket *sock, sockptr_t optval,
+		     unsigned int optlen);
 
 /* sdp_qp.c */
 void sdp_conn_init(struct sock *sk);
@@ -789,6 +798,7 @@ int sdp_fb_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 int sdp_fb_shutdown(struct socket *sock, int how);
 int sdp_fb_getname(struct socket *sock, struct sockaddr *addr, int peer);
 int sdp_fb_ioctl(struct socket *sock, unsigned int cmd, unsigned long arg);
+void sdp_fb_set_zerocopy(struct socket *sock, bool on);
 int sdp_fb_setsockopt(struct socket *sock, int level, int optname,
 		      sockptr_t optval, unsigned int optlen);
 int sdp_fb_getsockopt(struct socket *sock, int level, int optname,

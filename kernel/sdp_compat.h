@@ -42,4 +42,11 @@
 #define SDP_RXE_NEEDS_SETTLE 1
 #endif
 
+/* net.core.optmem_max is per network namespace from 6.9 on. */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 9, 0)
+#define sdp_optmem_max(sk) READ_ONCE(sock_net(sk)->core.sysctl_optmem_max)
+#else
+#define sdp_optmem_max(sk) READ_ONCE(sysctl_optmem_max)
+#endif
+
 #endif /* SDP_COMPAT_H */

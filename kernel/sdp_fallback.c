@@ -153,6 +153,8 @@ static void sdp_fb_copy_sol(struct sock *sk, struct sock *tsk)
 		sock_set_flag(tsk, SOCK_URGINLINE);
 	if (sk->sk_reuse)
 		tsk->sk_reuse = SK_CAN_REUSE;
+	/* SO_ZEROCOPY: TCP then queues the MSG_ZEROCOPY notifications. */
+	sock_valbool_flag(tsk, SOCK_ZEROCOPY, sock_flag(sk, SOCK_ZEROCOPY));
 	release_sock(tsk);
 	/* Takes the TCP socket's lock itself. */
 	if (sock_flag(sk, SOCK_KEEPOPEN) && !sock_flag(tsk, SOCK_KEEPOPEN))
@@ -380,10 +382,6 @@ static void sdp_fb_use(struct sock *sk, int reason)
 	sdp_fb_disarm(sk);
 	if (sdp_fb_owner(tsk) != sk)
 		sdp_fb_install(sk, tsk);
-#ifdef SOCK_CUSTOM_SOCKOPT
-	/* SOL_SOCKET options from now on go to sdp_setsockopt(): to TCP. */
-	set_bit(SOCK_CUSTOM_SOCKOPT, &sk->sk_socket->flags);
-#endif
 	WRITE_ONCE(ssk->fallback_reason, reason);
 	SDP_INC(sk, sdp_fb_counter[reason]);
 	sdp_close_event(sk, SDP_CLOSE_RESET);
@@ -862,6 +860,16 @@ int sdp_fb_ioctl(struct socket *sock, unsigned int cmd, unsigned long arg)
 	struct socket *tcp = sdp_fb_sock(sock);
 
 	return tcp->ops->ioctl(tcp, cmd, arg);
+}
+
+/* SO_ZEROCOPY set on the SDP socket: TCP queues the notifications now. */
+void sdp_fb_set_zerocopy(struct socket *sock, bool on)
+{
+	struct sock *tsk = sdp_fb_sock(sock)->sk;
+
+	lock_sock(tsk);
+	sock_valbool_flag(tsk, SOCK_ZEROCOPY, on);
+	release_sock(tsk);
 }
 
 int sdp_fb_setsockopt(struct socket *sock, int level, int optname,

@@ -440,7 +440,7 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 		return sdp_fb_recvmsg(sock, msg, len, flags);
 
 	if (flags & MSG_ERRQUEUE)
-		return -EAGAIN;
+		return sdp_recv_error(sk, msg, len);
 
 	lock_sock(sk);
 	if (sk->sk_state == TCP_LISTEN) {

@@ -102,6 +102,8 @@ static void sdp_sk_destruct(struct sock *sk)
 	if (ssk->self != sk)
 		return;
 	WARN_ON_ONCE(ssk->res_ready || ssk->cm_id);
+	/* MSG_ZEROCOPY notifications never read (inet_sock_destruct()). */
+	skb_queue_purge(&sk->sk_error_queue);
 	sdp_mr_free_maps(sk);
 	sdp_sock_list_del(sk);
 }
@@ -193,9 +195,22 @@ struct sock *sdp_sk_alloc(struct net *net, const struct sock *like, int kern)
 	return sk;
 }
 
+/*
+ * Socket-level options go to sdp_setsockopt() where the kernel allows it
+ * (6.12 on), which takes SO_ZEROCOPY (sock_setsockopt() refuses it for
+ * protocols other than TCP and UDP) and gives sock_setsockopt() the rest.
+ */
+void sdp_sock_take_sol(struct socket *sock)
+{
+#ifdef SOCK_CUSTOM_SOCKOPT
+	set_bit(SOCK_CUSTOM_SOCKOPT, &sock->flags);
+#endif
+}
+
 void sdp_sk_init_data(struct socket *sock, struct sock *sk)
 {
 	sock_init_data(sock, sk);
+	sdp_sock_take_sol(sock);
 	/* After sock_init_data(), which installs the default destructor. */
 	sk->sk_destruct = sdp_sk_destruct;
 	sk->sk_write_space = sdp_write_space;
@@ -217,6 +232,11 @@ static int sdp_inet_init(struct sock *sk)
 	sdp_sk_init_priv(sk);
 	ssk->v6only = sk->sk_ipv6only;
 	sk->sk_state = TCP_CLOSE;
+	/* inet_create() ran sock_init_data(); a kernel socket has sk_socket
+	 * too (sock_create_kern()).
+	 */
+	if (sk->sk_socket)
+		sdp_sock_take_sol(sk->sk_socket);
 	sk->sk_destruct = sdp_sk_destruct;
 	sk->sk_write_space = sdp_write_space;
 	sk->sk_sndbuf = READ_ONCE(sock_net(sk)->ipv4.sysctl_tcp_wmem[1]);
@@ -700,6 +720,7 @@ static int sdp_do_accept(struct socket *sock, struct socket *newsock,
 	lock_sock(child);
 	sock_prot_inuse_add(sock_net(child), child->sk_prot, 1);
 	sock_graft(child, newsock);
+	sdp_sock_take_sol(newsock);
 	newsock->state = SS_CONNECTED;
 	release_sock(child);
 	sock_put(sk); /* the child's reference on its listener */
@@ -942,7 +963,8 @@ static __poll_t sdp_poll(struct file *file, struct socket *sock,
 	}
 	/* sk_err after the state read above, paired as in tcp_poll(). */
 	smp_rmb();
-	if (READ_ONCE(sk->sk_err))
+	if (READ_ONCE(sk->sk_err) ||
+	    !skb_queue_empty_lockless(&sk->sk_error_queue))
 		mask |= EPOLLERR;
 	return mask;
 }
@@ -1052,8 +1074,14 @@ static int sdp_setsockopt(struct socket *sock, int level, int optname,
 
 	if (level == SOL_SDP && optname == SDP_TRANSPORT_POLICY)
 		return sdp_set_policy(sock, optval, optlen);
+	if ((level == SOL_SOCKET && optname == SO_ZEROCOPY) ||
+	    (level == SOL_SDP && optname == SDP_ZEROCOPY))
+		return sdp_set_zerocopy(sock, optval, optlen);
 	if (sdp_fallen_back(sk) && level != SOL_SDP)
 		return sdp_fb_setsockopt(sock, level, optname, optval, optlen);
+	/* SOCK_CUSTOM_SOCKOPT (sdp_sock_take_sol()): the socket level. */
+	if (level == SOL_SOCKET)
+		return sock_setsockopt(sock, level, optname, optval, optlen);
 	if (level == SOL_IPV6 && optname == IPV6_V6ONLY) {
 		if (optlen < sizeof(int))
 			return -EINVAL;
@@ -1146,6 +1174,9 @@ static int sdp_sockopt_value(struct sock *sk, int level, int optname, int *val)
 			return 0;
 		case SDP_ZCOPY_THRESH:
 			*val = sdp_zc_thresh(ssk);
+			return 0;
+		case SDP_ZEROCOPY:
+			*val = sock_flag(sk, SOCK_ZEROCOPY);
 			return 0;
 		default:
 			return -ENOPROTOOPT;

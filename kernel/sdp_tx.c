@@ -417,6 +417,8 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 	struct sdp_sock *ssk = sdp_sk(sk);
 	int flags = msg->msg_flags;
 	size_t copied = 0, bcopy_budget = 0;
+	struct sk_buff *notify = NULL;
+	u64 bcopy_before = 0;
 	bool zcopy;
 	int thresh;
 	long timeo;
@@ -444,6 +446,17 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			goto do_error;
 		}
 	}
+	/* MSG_ZEROCOPY: its notification is allocated up front (TCP's
+	 * ENOBUFS) and queued as this call returns having sent something.
+	 */
+	if (sdp_zc_notify_wanted(sk, flags, size)) {
+		notify = sdp_zc_notify_alloc(sk);
+		if (!notify) {
+			err = -ENOBUFS;
+			goto do_error;
+		}
+	}
+	bcopy_before = ssk->stats.tx_bcopy_bytes;
 
 	while (msg_data_left(msg)) {
 		struct sdp_buf *b;
@@ -520,15 +533,22 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			sdp_push(sk, 0);
 	}
 	sdp_push(sk, (flags & MSG_MORE) ? SDP_TXO_CORK : 0);
+	if (notify)
+		sdp_zc_notify(sk, notify,
+			      ssk->stats.tx_bcopy_bytes != bcopy_before);
 	release_sock(sk);
 	return copied;
 
 do_error:
 	if (copied) {
 		sdp_push(sk, (flags & MSG_MORE) ? SDP_TXO_CORK : 0);
+		if (notify)
+			sdp_zc_notify(sk, notify,
+				      ssk->stats.tx_bcopy_bytes != bcopy_before);
 		release_sock(sk);
 		return copied;
 	}
+	kfree_skb(notify);
 	if (err == -EPIPE)
 		err = sock_error(sk) ?: -EPIPE;
 	if (err == -EPIPE && !(flags & MSG_NOSIGNAL))

@@ -84,6 +84,15 @@
 #define SDP_FB_RESOURCES 6 /* no QP, CQ, memory or memlock here */
 #define SDP_FB_PEER_TCP 7  /* accepted: the client came over TCP */
 
+/*
+ * int, 0 or 1: SO_ZEROCOPY under SDP's level.  Kernels before 6.12 let
+ * setsockopt(SOL_SOCKET, SO_ZEROCOPY) reach only TCP's and UDP's protocol
+ * numbers and answer EOPNOTSUPP for an SDP socket before SDP sees the call;
+ * this sets the same flag (getsockopt(SOL_SOCKET, SO_ZEROCOPY) reads it).
+ * Documentation/zcopy.md.
+ */
+#define SDP_ZEROCOPY 86
+
 #ifndef __KERNEL__
 #include <stdint.h>
 #define __sdp_u64 uint64_t

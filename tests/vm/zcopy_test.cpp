@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <iostream>
 #include <linux/capability.h>
+#include <linux/errqueue.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <random>
@@ -707,6 +708,284 @@ TEST_F(ZeroCopy, MixedSizesBothDirections)
     r2.join();
     EXPECT_GT(delta("zcopy_tx_bytes"), 0u);
     EXPECT_GT(delta("tx_data"), 0u);
+}
+
+// ---- MSG_ZEROCOPY: TCP's notification stream ------------------------------
+
+// One notification read from the error queue, as a program sees it.
+struct ZcNote {
+    int level = 0, type = 0;
+    size_t cmsg_len = 0;
+    int msg_flags = 0;
+    sock_extended_err ee{};
+};
+
+// recvmsg(MSG_ERRQUEUE) once; false when the queue is empty (EAGAIN).
+bool read_note(int fd, ZcNote* out)
+{
+    alignas(cmsghdr) char control[128] = {};
+    msghdr m{};
+    m.msg_control = control;
+    m.msg_controllen = sizeof(control);
+    const ssize_t r = recvmsg(fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT);
+    if (r < 0) {
+        EXPECT_EQ(errno, EAGAIN) << strerror(errno);
+        return false;
+    }
+    EXPECT_EQ(r, 0) << "a notification carries no data";
+    const cmsghdr* cm = CMSG_FIRSTHDR(&m);
+    if (cm == nullptr) {
+        ADD_FAILURE() << "a notification without a control message";
+        return false;
+    }
+    out->level = cm->cmsg_level;
+    out->type = cm->cmsg_type;
+    out->cmsg_len = cm->cmsg_len;
+    out->msg_flags = m.msg_flags;
+    std::memcpy(&out->ee, CMSG_DATA(cm), sizeof(out->ee));
+    EXPECT_EQ(CMSG_NXTHDR(&m, const_cast<cmsghdr*>(cm)), nullptr) << "one control message";
+    return true;
+}
+
+// Wait (poll POLLERR, bounded) for notifications up to id `last`; appends
+// them to `notes`.
+void collect_notes(int fd, uint32_t last, std::vector<ZcNote>* notes)
+{
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(10 * wait_scale());
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (!notes->empty() && notes->back().ee.ee_data >= last)
+            return;
+        pollfd p{fd, 0, 0};
+        ASSERT_GE(poll(&p, 1, 100), 0) << strerror(errno);
+        if ((p.revents & POLLERR) == 0)
+            continue;
+        ZcNote n;
+        while (read_note(fd, &n))
+            notes->push_back(n);
+    }
+    ADD_FAILURE() << "no notification up to id " << last;
+}
+
+// What one protocol's run showed.
+struct ZcRun {
+    std::vector<ZcNote> singles; // read after each send: one id each
+    std::vector<bool> bcopied;   // SDP only: the send copied some bytes
+    std::vector<ZcNote> batch;   // read after three sends
+    bool quiet_before = false;   // no notification without SO_ZEROCOPY
+    bool quiet_after = false;    // and none left once all were read
+    short revents_after = 0;
+};
+
+// The sends of the scenario: small (bcopy on SDP), below and above the
+// zero-copy threshold, 1 and 2 MiB (zero copy on SDP).
+const std::vector<size_t> kZcSizes = {100, 4096, 256 * 1024, kMiB, 2 * kMiB};
+constexpr size_t kZcBatch = 3;
+
+size_t zc_total()
+{
+    size_t t = 0;
+    for (size_t s : kZcSizes)
+        t += s;
+    return t + kZcBatch * 64 * 1024 + 1000 + 10;
+}
+
+// SO_ZEROCOPY on, as a program for TCP sets it: SOL_SOCKET.  On an SDP
+// socket that works from 6.12 on (SOCK_CUSTOM_SOCKOPT); before, the kernel
+// refuses it with EOPNOTSUPP before SDP sees the call, and SOL_SDP's
+// SDP_ZEROCOPY (what libsdp.so maps it to) sets the same flag.
+void enable_zerocopy(int fd, bool sdp)
+{
+    const int one = 1;
+    const int r = setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one));
+    if (!sdp || kernel_version() >= 6012) {
+        EXPECT_EQ(r, 0) << strerror(errno);
+    } else {
+        EXPECT_EQ(r, -1);
+        EXPECT_EQ(errno, EOPNOTSUPP);
+        EXPECT_EQ(setsockopt(fd, SOL_SDP, SDP_ZEROCOPY, &one, sizeof(one)), 0) << strerror(errno);
+    }
+    int v = -1;
+    socklen_t len = sizeof(v);
+    EXPECT_EQ(getsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &v, &len), 0) << strerror(errno);
+    EXPECT_EQ(v, 1);
+}
+
+// A connected pair and the scenario's sends.  family: AF_INET, or
+// sdp_family() for an AF_INET_SDP socket (SDP only); proto: 0 (TCP) or
+// IPPROTO_SDP.
+ZcRun run_zerocopy(int family, int proto, int port)
+{
+    ZcRun run;
+    const bool sdp = family != AF_INET || proto == IPPROTO_SDP;
+    auto make = [&] {
+        return family == AF_INET ? Fd(socket(AF_INET, SOCK_STREAM, proto)) : sdp_only_socket();
+    };
+    Fd listener = make();
+    const int one = 1;
+    EXPECT_EQ(setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
+    const sockaddr_in a = make_addr(kAddrA, port);
+    EXPECT_EQ(bind(listener.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0)
+        << strerror(errno);
+    EXPECT_EQ(listen(listener.get(), 4), 0);
+    Fd client = make();
+    EXPECT_EQ(connect(client.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0)
+        << strerror(errno);
+    Fd server(accept(listener.get(), nullptr, nullptr));
+    EXPECT_GE(server.get(), 0) << strerror(errno);
+    if (server.get() < 0)
+        return run;
+    std::thread reader([&] { recv_stream(server.get(), zc_total(), kMiB); });
+    size_t off = 0;
+    // A buffer per send: with MSG_ZEROCOPY a buffer is the application's
+    // again only at its notification (TCP may still read it after send()
+    // returns), and the batch below sends before reading any.
+    std::vector<std::vector<unsigned char>> bufs;
+    auto send_at = [&](size_t n, int flags) {
+        std::vector<unsigned char>& buf = bufs.emplace_back(n);
+        fill(buf, off);
+        EXPECT_EQ(send(client.get(), buf.data(), n, MSG_NOSIGNAL | flags), static_cast<ssize_t>(n))
+            << strerror(errno);
+        off += n;
+    };
+    // MSG_ZEROCOPY before SO_ZEROCOPY is ignored; so is an empty send.
+    send_at(1000, MSG_ZEROCOPY);
+    ZcNote n;
+    run.quiet_before = !read_note(client.get(), &n);
+    enable_zerocopy(client.get(), sdp);
+    EXPECT_EQ(send(client.get(), bufs.back().data(), 0, MSG_ZEROCOPY), 0);
+    // Plain sends take no number either.
+    send_at(10, 0);
+    uint32_t id = 0;
+    for (size_t size : kZcSizes) {
+        const sdp_sock_stats before = sdp ? sock_stats(client.get()) : sdp_sock_stats{};
+        send_at(size, MSG_ZEROCOPY);
+        if (sdp)
+            run.bcopied.push_back(sock_stats(client.get()).tx_bcopy_bytes != before.tx_bcopy_bytes);
+        std::vector<ZcNote> got;
+        collect_notes(client.get(), id, &got);
+        EXPECT_EQ(got.size(), 1u) << "send " << id;
+        if (!got.empty())
+            run.singles.push_back(got.front());
+        id++;
+    }
+    for (size_t i = 0; i < kZcBatch; i++)
+        send_at(64 * 1024, MSG_ZEROCOPY);
+    collect_notes(client.get(), id + kZcBatch - 1, &run.batch);
+    reader.join();
+    run.quiet_after = !read_note(client.get(), &n);
+    pollfd p{client.get(), 0, 0};
+    EXPECT_EQ(poll(&p, 1, 0), 0);
+    run.revents_after = p.revents;
+    return run;
+}
+
+// A program written for TCP's MSG_ZEROCOPY sees the same notifications
+// from an SDP socket (IPPROTO_SDP, and AF_INET_SDP with an IPv4
+// connection): numbered sends, ranges, the control message and its length,
+// POLLERR while one waits; only SO_EE_CODE_ZEROCOPY_COPIED differs (TCP
+// over loopback copies every byte; SDP reports a copy exactly when its
+// bcopy path took bytes of the send).
+TEST(MsgZerocopy, NotificationsAsTcps)
+{
+    const ZcRun tcp = run_zerocopy(AF_INET, 0, 7390);
+    const ZcRun sdp = run_zerocopy(AF_INET, IPPROTO_SDP, 7391);
+    const ZcRun sdp_family_run = run_zerocopy(sdp_family(), 0, 7392);
+    for (const ZcRun* r : {&tcp, &sdp, &sdp_family_run}) {
+        const char* who = r == &tcp ? "TCP" : r == &sdp ? "IPPROTO_SDP" : "AF_INET_SDP";
+        EXPECT_TRUE(r->quiet_before) << who << ": a notification without SO_ZEROCOPY";
+        EXPECT_TRUE(r->quiet_after) << who << ": a notification left over";
+        EXPECT_EQ(r->revents_after, 0) << who << ": POLLERR with nothing queued";
+        ASSERT_EQ(r->singles.size(), kZcSizes.size()) << who;
+        for (uint32_t i = 0; i < r->singles.size(); i++) {
+            const ZcNote& n = r->singles[i];
+            EXPECT_EQ(n.level, SOL_IP) << who;
+            EXPECT_EQ(n.type, IP_RECVERR) << who;
+            EXPECT_EQ(n.cmsg_len, CMSG_LEN(sizeof(sock_extended_err) + sizeof(sockaddr_in))) << who;
+            EXPECT_NE(n.msg_flags & MSG_ERRQUEUE, 0) << who;
+            EXPECT_EQ(n.ee.ee_errno, 0u) << who;
+            EXPECT_EQ(n.ee.ee_origin, SO_EE_ORIGIN_ZEROCOPY) << who;
+            EXPECT_EQ(n.ee.ee_info, i) << who << ": first id of the range";
+            EXPECT_EQ(n.ee.ee_data, i) << who << ": last id of the range";
+        }
+        // Three sends, read together: ascending ranges that cover them.
+        ASSERT_FALSE(r->batch.empty()) << who;
+        uint32_t next = static_cast<uint32_t>(kZcSizes.size());
+        for (const ZcNote& n : r->batch) {
+            EXPECT_EQ(n.ee.ee_origin, SO_EE_ORIGIN_ZEROCOPY) << who;
+            EXPECT_EQ(n.ee.ee_info, next) << who;
+            EXPECT_GE(n.ee.ee_data, n.ee.ee_info) << who;
+            next = n.ee.ee_data + 1;
+        }
+        EXPECT_EQ(next, kZcSizes.size() + kZcBatch) << who;
+    }
+    // COPIED is the truth about each SDP send: the small ones were copied,
+    // and the zero-copy path carried at least one of the large ones whole.
+    for (const ZcRun* r : {&sdp, &sdp_family_run}) {
+        ASSERT_EQ(r->bcopied.size(), kZcSizes.size());
+        bool some_zero_copy = false;
+        for (size_t i = 0; i < kZcSizes.size(); i++) {
+            const bool copied = (r->singles[i].ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED) != 0;
+            EXPECT_EQ(copied, r->bcopied[i]) << "send of " << kZcSizes[i] << " bytes";
+            if (kZcSizes[i] < 64 * 1024)
+                EXPECT_TRUE(copied) << "send of " << kZcSizes[i] << " bytes";
+            some_zero_copy |= !copied;
+        }
+        EXPECT_TRUE(some_zero_copy) << "no send of 1 or 2 MiB went by zero copy";
+    }
+}
+
+// The option itself answers as TCP's: 0 and 1 only, an int at least,
+// read back through getsockopt(SOL_SOCKET, SO_ZEROCOPY); on SDP sockets
+// of both kinds also at SOL_SDP (SDP_ZEROCOPY), and at SOL_SOCKET where
+// the kernel lets SDP take it (6.12 on, see enable_zerocopy()).
+TEST(MsgZerocopy, OptionAsTcps)
+{
+    struct Kind {
+        const char* name;
+        Fd fd;
+        int level, optname;
+    };
+    const bool sol_socket = kernel_version() >= 6012;
+    std::vector<Kind> kinds;
+    kinds.push_back({"TCP", Fd(socket(AF_INET, SOCK_STREAM, 0)), SOL_SOCKET, SO_ZEROCOPY});
+    kinds.push_back(
+        {"IPPROTO_SDP", Fd(socket(AF_INET, SOCK_STREAM, IPPROTO_SDP)), SOL_SDP, SDP_ZEROCOPY});
+    kinds.push_back({"AF_INET_SDP", sdp_only_socket(), SOL_SDP, SDP_ZEROCOPY});
+    if (sol_socket) {
+        kinds.push_back({"IPPROTO_SDP at SOL_SOCKET", Fd(socket(AF_INET, SOCK_STREAM, IPPROTO_SDP)),
+                         SOL_SOCKET, SO_ZEROCOPY});
+        kinds.push_back({"AF_INET_SDP at SOL_SOCKET", sdp_only_socket(), SOL_SOCKET, SO_ZEROCOPY});
+    }
+    for (const Kind& k : kinds) {
+        const int fd = k.fd.get();
+        ASSERT_GE(fd, 0) << k.name;
+        auto set = [&](int v, socklen_t len) {
+            errno = 0;
+            return setsockopt(fd, k.level, k.optname, &v, len) == 0 ? 0 : errno;
+        };
+        auto get = [&] {
+            int v = -1;
+            socklen_t len = sizeof(v);
+            EXPECT_EQ(getsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &v, &len), 0) << k.name;
+            return v;
+        };
+        EXPECT_EQ(get(), 0) << k.name << ": off by default";
+        EXPECT_EQ(set(2, sizeof(int)), EINVAL) << k.name;
+        EXPECT_EQ(set(-1, sizeof(int)), EINVAL) << k.name;
+        EXPECT_EQ(set(1, 2), EINVAL) << k.name << ": short option";
+        EXPECT_EQ(get(), 0) << k.name;
+        EXPECT_EQ(set(1, sizeof(int)), 0) << k.name;
+        EXPECT_EQ(get(), 1) << k.name;
+        if (k.level == SOL_SDP) {
+            int v = -1;
+            socklen_t len = sizeof(v);
+            EXPECT_EQ(getsockopt(fd, SOL_SDP, SDP_ZEROCOPY, &v, &len), 0) << k.name;
+            EXPECT_EQ(v, 1) << k.name;
+        }
+        EXPECT_EQ(set(0, sizeof(int)), 0) << k.name;
+        EXPECT_EQ(get(), 0) << k.name;
+    }
 }
 
 } // namespace
