@@ -8,9 +8,8 @@
 #   scripts/install-deps.sh            install what is missing
 #   scripts/install-deps.sh --check    exit 1, listing it, if anything is missing
 #   ... --debug                        also what the debug kernel of
-#                                      `make check-debug` needs (the 6.1
-#                                      source package and the kernel build's
-#                                      tools; scripts/debug-kernel.sh)
+#                                      `make check-debug` needs (the kernel
+#                                      build's tools; scripts/debug-kernel.sh)
 #
 # Kernels: the module is built and VM-tested against every installed Debian
 # kernel with headers.  Two series are installed: 6.1 and 6.12 (both are
@@ -18,12 +17,14 @@
 # of the socket, RDMA and Kbuild APIs.  SDP_KERNEL_612=0 skips 6.12.
 set -euo pipefail
 
-# Host build and host tests.
+# Host build and host tests; linux-source-6.1 for checkpatch.pl and the
+# kernel's MSG_ZEROCOPY selftest (tests/vm/preload_test.sh).
 pkgs_build=(
 	build-essential g++ gcc make cmake ninja-build pkg-config
 	clang libclang-rt-14-dev clang-format clang-tidy
 	libgtest-dev libgmock-dev googletest libbenchmark-dev
 	sparse pahole git python3 xz-utils
+	linux-source-6.1
 )
 # Module tooling (the kernels themselves are handled below); dkms for the
 # DKMS build that make install-check runs, debhelper and dh-dkms for the
@@ -42,7 +43,7 @@ pkgs_vm=(
 pkgs_user=(liburing-dev iperf3 gnuplot-nox socat sockperf)
 # Optional (--debug): building the KASAN/lockdep/kmemleak kernel from
 # Debian's source (scripts/debug-kernel.sh).
-pkgs_debug=(linux-source-6.1 flex bison bc libelf-dev libssl-dev patch)
+pkgs_debug=(flex bison bc libelf-dev libssl-dev patch)
 
 check=0
 debug=0

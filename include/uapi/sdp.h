@@ -89,7 +89,7 @@
  * setsockopt(SOL_SOCKET, SO_ZEROCOPY) reach only TCP's and UDP's protocol
  * numbers and answer EOPNOTSUPP for an SDP socket before SDP sees the call;
  * this sets the same flag (getsockopt(SOL_SOCKET, SO_ZEROCOPY) reads it).
- * Documentation/zcopy.md.
+ * libsdp.so maps a refused SO_ZEROCOPY to it.  Documentation/zcopy.md.
  */
 #define SDP_ZEROCOPY 86
 

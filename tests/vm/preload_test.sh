@@ -6,7 +6,8 @@
 # carries as loopback: in one guest a connection from rxe1's address to
 # rxe0's does not get through (it times out to TCP).  The programs: iperf3,
 # sockperf, socat relaying a file, socat as a forking server, a
-# multi-threaded edge-triggered epoll server; then a preloaded client of a
+# multi-threaded edge-triggered epoll server, the kernel's MSG_ZEROCOPY
+# selftest; then a preloaded client of a
 # plain TCP server and a plain client of a preloaded server (the fallback),
 # and a tcp rule that keeps a connection on TCP.  Each case checks the
 # bytes (a checksum or the program's own count), the transport
@@ -253,6 +254,59 @@ listening 7707
 wait $srv
 grep -q 'proto 6 transport - reason - bytes 65536 ok' "$work/all-tcp.log" &&
 	pass "only tcp rules: plain TCP sockets" || fail "only tcp rules: $(cat "$work/all-tcp.log")"
+
+# --- the kernel's MSG_ZEROCOPY selftest, unchanged -------------------------------
+# tools/testing/selftests/net/msg_zerocopy.c (built from linux-source-6.1):
+# the sender sets SO_ZEROCOPY (on 6.1 libsdp.so maps the kernel's refusal to
+# SDP_ZEROCOPY), sends MSG_ZEROCOPY | MSG_DONTWAIT for 2 s, reads the
+# notifications from the error queue and counts them ("txc") against its
+# sends ("tx"); -v reports a range that does not follow the last one.  The
+# same run over TCP first, as the reference: both must see every send
+# notified, in order, and the receiver every byte.  Non-blocking sends go
+# by bcopy on SDP today, so its notifications carry ZEROCOPY_COPIED (zc=n),
+# as TCP's over loopback do.
+mz=$build/host/msg_zerocopy
+# mz_run NAME PORT SENDER_PREFIX RECEIVER_PREFIX: true when both ends agree.
+mz_run() {
+	local name=$1 port=$2 tx rx txc mb rmb
+	"${limit[@]}" $4 "$mz" -4 -p "$port" -S $A -D $A -t 4 -r tcp > "$work/mz-$name-r.log" 2>&1 &
+	local srv=$!
+	listening "$port"
+	if ! "${limit[@]}" $3 "$mz" -4 -p "$port" -S $A -D $A -t 2 -v -z tcp > "$work/mz-$name-s.log" 2>&1; then
+		fail "msg_zerocopy $name: sender: $(tail -5 "$work/mz-$name-s.log")"
+		wait $srv
+		return 1
+	fi
+	if ! wait $srv; then
+		fail "msg_zerocopy $name: receiver: $(tail -5 "$work/mz-$name-r.log")"
+		return 1
+	fi
+	read -r tx mb txc < <(sed -n 's/^tx=\([0-9]*\) (\([0-9]*\) MB) txc=\([0-9]*\) zc=.*/\1 \2 \3/p' "$work/mz-$name-s.log")
+	rmb=$(sed -n 's/^rx=[0-9]* (\([0-9]*\) MB)/\1/p' "$work/mz-$name-r.log")
+	if [ -n "$tx" ] && [ "$tx" -gt 0 ] && [ "$txc" = "$tx" ] && [ "$mb" = "$rmb" ] &&
+		! grep -q -e '^gap' -e 'missing notifications' -e inconsistent "$work/mz-$name-s.log"; then
+		pass "msg_zerocopy $name: $(grep '^tx=' "$work/mz-$name-s.log"), receiver $(grep '^rx=' "$work/mz-$name-r.log")"
+		return 0
+	fi
+	fail "msg_zerocopy $name: $(grep -v '^send: ret' "$work/mz-$name-s.log" | tail -5) / $(tail -2 "$work/mz-$name-r.log")"
+	return 1
+}
+if [ ! -x "$mz" ]; then
+	fail "msg_zerocopy: no $mz (is linux-source-6.1 installed? scripts/install-deps.sh)"
+else
+	mz_run tcp 7708 "" ""
+	snap
+	mz_run sdp 7709 "$run -c $rules" "$run -c $rules" && over_sdp msg_zerocopy 1 1
+	# A preloaded sender, a plain receiver: TCP after REJ, and TCP's
+	# notifications (SO_ZEROCOPY goes onto the TCP socket).
+	snap
+	mz_run fallback 7710 "$run -c $rules" "" &&
+		if [ "$(delta conn_fallback_rejected)" = 1 ]; then
+			pass "msg_zerocopy fallback: over TCP after REJ"
+		else
+			fail "msg_zerocopy fallback: rejected +$(delta conn_fallback_rejected)"
+		fi
+fi
 
 rm -rf "$work"
 if [ $fails = 0 ]; then

@@ -6,7 +6,9 @@
  * It stays thin on purpose (Documentation/preload.md): socket() asks the
  * kernel for an IPPROTO_SDP socket instead of a TCP one, and bind(),
  * connect() and listen() set the socket's SDP_TRANSPORT_POLICY from the rule
- * that matches the address before the kernel sees the call.  The descriptor
+ * that matches the address before the kernel sees the call; a SO_ZEROCOPY
+ * that a kernel before 6.12 refuses on an SDP socket is retried as
+ * SDP_ZEROCOPY.  The descriptor
  * is the kernel's socket, with no shadow descriptor or table here, so poll,
  * epoll, fork, exec, dup, SCM_RIGHTS and io_uring I/O work as on TCP, and
  * the fallback to TCP happens in the kernel on the same socket.
@@ -33,6 +35,7 @@
 typedef int (*socket_fn)(int, int, int);
 typedef int (*addr_fn)(int, const struct sockaddr *, socklen_t);
 typedef int (*listen_fn)(int, int);
+typedef int (*setsockopt_fn)(int, int, int, const void *, socklen_t);
 
 static struct {
 	bool ready;
@@ -45,6 +48,7 @@ static struct {
 	addr_fn real_bind;
 	addr_fn real_connect;
 	listen_fn real_listen;
+	setsockopt_fn real_setsockopt;
 } lib = { .log_fd = -1 };
 
 static void say(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -87,6 +91,7 @@ static void resolve(void)
 	lib.real_bind = (addr_fn)dlsym(RTLD_NEXT, "bind");
 	lib.real_connect = (addr_fn)dlsym(RTLD_NEXT, "connect");
 	lib.real_listen = (listen_fn)dlsym(RTLD_NEXT, "listen");
+	lib.real_setsockopt = (setsockopt_fn)dlsym(RTLD_NEXT, "setsockopt");
 }
 
 /* What applies with no usable file: SDP with fallback for every socket. */
@@ -282,7 +287,7 @@ static void apply_rule(int fd, enum sdp_conf_role role, const struct sockaddr *a
 	else
 		say(call[0] == 'b' ? SDP_LOG_MATCH : SDP_LOG_SUMMARY, "%s(%d, %s): %s (line %d)", call,
 		    fd, addr_text(addr, text, sizeof(text)), sdp_conf_use_name(use), line);
-	if (setsockopt(fd, SOL_SDP, SDP_TRANSPORT_POLICY, &policy, sizeof(policy)) &&
+	if (lib.real_setsockopt(fd, SOL_SDP, SDP_TRANSPORT_POLICY, &policy, sizeof(policy)) &&
 	    errno != EISCONN)
 		say(SDP_LOG_WARN, "%s(%d): SDP_TRANSPORT_POLICY: %s", call, fd, strerror(errno));
 }
@@ -310,4 +315,29 @@ int listen(int fd, int backlog)
 	if (!getsockname(fd, (struct sockaddr *)&local, &len))
 		apply_rule(fd, SDP_ROLE_SERVER, (struct sockaddr *)&local, len, "listen");
 	return lib.real_listen(fd, backlog);
+}
+
+/*
+ * SO_ZEROCOPY: kernels before 6.12 refuse it (EOPNOTSUPP) for every
+ * protocol but TCP and UDP before SDP sees the call; SDP takes the same
+ * option as SOL_SDP/SDP_ZEROCOPY.  Only a refused call on an SDP socket is
+ * retried, so TCP sockets and newer kernels see one real call.
+ */
+int setsockopt(int fd, int level, int optname, const void *optval, socklen_t optlen)
+{
+	int saved, ret;
+
+	init();
+	ret = lib.real_setsockopt(fd, level, optname, optval, optlen);
+	if (ret == 0 || level != SOL_SOCKET || optname != SO_ZEROCOPY || errno != EOPNOTSUPP)
+		return ret;
+	saved = errno;
+	if (!is_sdp_socket(fd)) {
+		errno = saved;
+		return ret;
+	}
+	ret = lib.real_setsockopt(fd, SOL_SDP, SDP_ZEROCOPY, optval, optlen);
+	say(SDP_LOG_CALLS, "setsockopt(%d, SO_ZEROCOPY): as SDP_ZEROCOPY: %s", fd,
+	    ret ? strerror(errno) : "ok");
+	return ret;
 }
