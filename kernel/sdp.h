@@ -642,7 +642,7 @@ struct sock *sdp_sk_alloc(struct net *net, const struct sock *like, int kern);
 void sdp_write_space(struct sock *sk);
 struct sock *sdp_sk_clone(struct sock *parent);
 void sdp_update_local(struct sock *sk);
-void sdp_sock_take_sol(struct socket *sock);
+void sdp_sock_init_flags(struct socket *sock);
 void sdp_sk_init_data(struct socket *sock, struct sock *sk);
 extern struct proto sdp_proto;
 
@@ -678,7 +678,8 @@ struct sock *sdp_child_unlink(struct sock *sk);
 	(GFP_KERNEL | __GFP_ACCOUNT | __GFP_NOWARN | __GFP_NORETRY)
 
 /* sdp_errqueue.c: MSG_ZEROCOPY notifications */
-bool sdp_zc_notify_wanted(const struct sock *sk, int flags, size_t size);
+bool sdp_zc_notify_wanted(const struct sock *sk, const struct msghdr *msg,
+			  size_t size);
 struct sk_buff *sdp_zc_notify_alloc(struct sock *sk);
 void sdp_zc_notify(struct sock *sk, struct sk_buff *skb, bool copied);
 int sdp_recv_error(struct sock *sk, struct msghdr *msg, size_t len);

@@ -34,10 +34,15 @@
 
 #include "sdp.h"
 
-/* Did this send() ask for a notification? */
-bool sdp_zc_notify_wanted(const struct sock *sk, int flags, size_t size)
+/*
+ * Did this send() ask for a notification?  Not one that brings its own
+ * completion (msg_ubuf: io_uring's SEND_ZC), as tcp_sendmsg_locked().
+ */
+bool sdp_zc_notify_wanted(const struct sock *sk, const struct msghdr *msg,
+			  size_t size)
 {
-	return (flags & MSG_ZEROCOPY) && size && sock_flag(sk, SOCK_ZEROCOPY);
+	return (msg->msg_flags & MSG_ZEROCOPY) && size && !msg->msg_ubuf &&
+	       sock_flag(sk, SOCK_ZEROCOPY);
 }
 
 /*

@@ -196,21 +196,28 @@ struct sock *sdp_sk_alloc(struct net *net, const struct sock *like, int kern)
 }
 
 /*
- * Socket-level options go to sdp_setsockopt() where the kernel allows it
- * (6.12 on), which takes SO_ZEROCOPY (sock_setsockopt() refuses it for
- * protocols other than TCP and UDP) and gives sock_setsockopt() the rest.
+ * The struct socket's flags of every SDP socket (created, accepted):
+ * - SOCK_CUSTOM_SOCKOPT (6.12 on): socket-level options go to
+ *   sdp_setsockopt(), which takes SO_ZEROCOPY (sock_setsockopt() refuses
+ *   it for protocols other than TCP and UDP) and gives sock_setsockopt()
+ *   the rest;
+ * - SOCK_SUPPORT_ZC: io_uring's SEND_ZC and SENDMSG_ZC are allowed.  They
+ *   pass their own completion (msg_ubuf), which io_uring signals once its
+ *   send returns and drops its reference: sdp_sendmsg() returns after the
+ *   bytes are copied or read by the peer, so the buffer is free by then.
  */
-void sdp_sock_take_sol(struct socket *sock)
+void sdp_sock_init_flags(struct socket *sock)
 {
 #ifdef SOCK_CUSTOM_SOCKOPT
 	set_bit(SOCK_CUSTOM_SOCKOPT, &sock->flags);
 #endif
+	set_bit(SOCK_SUPPORT_ZC, &sock->flags);
 }
 
 void sdp_sk_init_data(struct socket *sock, struct sock *sk)
 {
 	sock_init_data(sock, sk);
-	sdp_sock_take_sol(sock);
+	sdp_sock_init_flags(sock);
 	/* After sock_init_data(), which installs the default destructor. */
 	sk->sk_destruct = sdp_sk_destruct;
 	sk->sk_write_space = sdp_write_space;
@@ -236,7 +243,7 @@ static int sdp_inet_init(struct sock *sk)
 	 * too (sock_create_kern()).
 	 */
 	if (sk->sk_socket)
-		sdp_sock_take_sol(sk->sk_socket);
+		sdp_sock_init_flags(sk->sk_socket);
 	sk->sk_destruct = sdp_sk_destruct;
 	sk->sk_write_space = sdp_write_space;
 	sk->sk_sndbuf = READ_ONCE(sock_net(sk)->ipv4.sysctl_tcp_wmem[1]);
@@ -720,7 +727,7 @@ static int sdp_do_accept(struct socket *sock, struct socket *newsock,
 	lock_sock(child);
 	sock_prot_inuse_add(sock_net(child), child->sk_prot, 1);
 	sock_graft(child, newsock);
-	sdp_sock_take_sol(newsock);
+	sdp_sock_init_flags(newsock);
 	newsock->state = SS_CONNECTED;
 	release_sock(child);
 	sock_put(sk); /* the child's reference on its listener */
@@ -1079,7 +1086,7 @@ static int sdp_setsockopt(struct socket *sock, int level, int optname,
 		return sdp_set_zerocopy(sock, optval, optlen);
 	if (sdp_fallen_back(sk) && level != SOL_SDP)
 		return sdp_fb_setsockopt(sock, level, optname, optval, optlen);
-	/* SOCK_CUSTOM_SOCKOPT (sdp_sock_take_sol()): the socket level. */
+	/* SOCK_CUSTOM_SOCKOPT (sdp_sock_init_flags()): the socket level. */
 	if (level == SOL_SOCKET)
 		return sock_setsockopt(sock, level, optname, optval, optlen);
 	if (level == SOL_IPV6 && optname == IPV6_V6ONLY) {

@@ -449,7 +449,7 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 	/* MSG_ZEROCOPY: its notification is allocated up front (TCP's
 	 * ENOBUFS) and queued as this call returns having sent something.
 	 */
-	if (sdp_zc_notify_wanted(sk, flags, size)) {
+	if (sdp_zc_notify_wanted(sk, msg, size)) {
 		notify = sdp_zc_notify_alloc(sk);
 		if (!notify) {
 			err = -ENOBUFS;
