@@ -60,6 +60,13 @@ ZCOPY = [
     (("sdp-bench", "sdp-bcopy", "throughput"), "SDP bcopy"),
     (("sdp-bench", "sdp", "throughput"), "SDP"),
 ]
+# The zero-copy send interfaces (each send waits for its notification).
+ZC_API = [
+    (("ib_read_bw", "verbs", "throughput"), "raw read"),
+    (("sdp-bench", "sdp", "throughput"), "SDP"),
+    (("sdp-bench", "sdp-msgzc", "throughput"), "MSG_ZC"),
+    (("sdp-bench", "sdp-uringzc", "throughput"), "SEND_ZC"),
+]
 PLOT_TITLES = {
     "raw read": "RDMA Read (ib_read_bw -R)",
     "raw write": "RDMA Write (ib_write_bw -R)",
@@ -154,6 +161,30 @@ def apps_table(data, lines):
         tcp, sdp = get(tool, "inet", metric, size), get(tool, "sdp", metric, size)
         lines.append(f"  {title:<38}{fmt(tcp):>10}{fmt(sdp):>10}{fmt(ratio(sdp, tcp)):>10}")
     lines.append("  sockperf's latency is half the round trip, as it reports it.")
+    lines.append("")
+
+
+def zc_api_table(data, sizes, lines):
+    """SDP's blocking send() next to MSG_ZEROCOPY and io_uring SEND_ZC."""
+    get = lambda fam, metric, s: data.get(("sdp-bench", fam, metric), {}).get(s)
+    if not any(get(f, "throughput", s) is not None
+               for f in ("sdp-msgzc", "sdp-uringzc") for s in sizes):
+        return
+    lines.append("Zero-copy send interfaces, SDP stream MB/s (best run): blocking send(),")
+    lines.append("MSG_ZEROCOPY and io_uring SEND_ZC, each send waiting for its notification")
+    cols = [name for _, name in ZC_API]
+    head = f"  {'size':>8}" + "".join(f"{c:>11}" for c in cols)
+    head += f"{'MSG_ZC/read':>13}{'SEND_ZC/read':>14}{'MSG_ZC c/B':>12}{'SEND_ZC c/B':>13}"
+    lines.append(head)
+    for s in sizes:
+        vals = {name: data.get(key, {}).get(s) for key, name in ZC_API}
+        line = f"  {size_text(s):>8}" + "".join(f"{fmt(vals[c]):>11}" for c in cols)
+        line += f"{fmt(ratio(vals['MSG_ZC'], vals['raw read'])):>13}"
+        line += f"{fmt(ratio(vals['SEND_ZC'], vals['raw read'])):>14}"
+        line += f"{fmt(get('sdp-msgzc', 'copies_per_byte', s), 4):>12}"
+        line += f"{fmt(get('sdp-uringzc', 'copies_per_byte', s), 4):>13}"
+        lines.append(line)
+    lines.append("  c/B: CPU copies in SDP per byte received (0: every byte by RDMA).")
     lines.append("")
 
 
@@ -343,6 +374,7 @@ def main():
                        if r["tool"] == "ib_read_bw" and r["metric"] == "throughput"})
     if zc_sizes:
         zcopy_table(data, zc_sizes, lines)
+        zc_api_table(data, zc_sizes, lines)
     apps_table(data, lines)
 
     bw = lambda key: data.get(key, {}).get(GOAL_BW_SIZE)

@@ -303,6 +303,15 @@ sb_fam[sdp-bcopy]=sdp
 sb_opts[inet]=
 sb_opts[sdp]=
 sb_opts[sdp-bcopy]="--zcopy-thresh 0"
+# The zero-copy send interfaces at the zero-copy sizes: MSG_ZEROCOPY and
+# io_uring SEND_ZC (each send waits for its notification), against the
+# blocking send() of series sdp.
+sb_port[sdp-msgzc]=18523
+sb_port[sdp-uringzc]=18524
+sb_fam[sdp-msgzc]=sdp
+sb_fam[sdp-uringzc]=sdp
+sb_opts[sdp-msgzc]="--zerocopy msg"
+sb_opts[sdp-uringzc]="--zerocopy uring"
 sb_server() { # SERIES: start its server; 1 (with the reason noted) if it did not listen
 	local series=$1
 	local slog=$logs/sdp-bench-$series.server.log
@@ -489,7 +498,7 @@ fi
 rdma link show > "$logs/rdma-link.log" 2>&1
 
 sdp_series=(sdp)
-[ ${#zc_list[@]} -gt 0 ] && sdp_series+=(sdp-bcopy)
+[ ${#zc_list[@]} -gt 0 ] && sdp_series+=(sdp-bcopy sdp-msgzc sdp-uringzc)
 have_bench=1
 if [ ! -x "$bench" ]; then
 	ref_failed "sdp-bench not built: $bench"
@@ -521,6 +530,8 @@ if [ $have_bench = 1 ]; then
 		sb_server sdp || note "SDP: ${sb_dead[sdp]}"
 		if [ ${#zc_list[@]} -gt 0 ]; then
 			sb_server sdp-bcopy || note "SDP bcopy: ${sb_dead[sdp-bcopy]}"
+			sb_server sdp-msgzc || note "SDP MSG_ZEROCOPY: ${sb_dead[sdp-msgzc]}"
+			sb_server sdp-uringzc || note "SDP SEND_ZC: ${sb_dead[sdp-uringzc]}"
 		fi
 	fi
 fi
@@ -538,7 +549,11 @@ for s in "${all_sizes[@]}"; do
 	rs_bw "$s" ""
 	sb inet stream "$s" ""
 	sb sdp stream "$s" ""
-	[ $zc = 1 ] && sb sdp-bcopy stream "$s" ""
+	if [ $zc = 1 ]; then
+		sb sdp-bcopy stream "$s" ""
+		sb sdp-msgzc stream "$s" ""
+		sb sdp-uringzc stream "$s" ""
+	fi
 	if [ $main = 1 ]; then
 		ib_lat "$s" ""
 		rs_lat "$s" ""

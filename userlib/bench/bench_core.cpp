@@ -69,6 +69,9 @@ std::string usage()
            "  --warmup N                pingpong: round trips not measured (default 10%,\n"
            "                            at most 100)\n"
            "  --async                   send/recv through io_uring (liburing)\n"
+           "  --zerocopy msg|uring      sends with MSG_ZEROCOPY (SO_ZEROCOPY; each waits for\n"
+           "                            its notification before the buffer is reused) or\n"
+           "                            io_uring SEND_ZC (waits for its NOTIF completion)\n"
            "  --verify                  send a pattern and check it on receipt\n"
            "  --csv                     one CSV line per size (header first):\n"
            "                            family,mode,size,throughput_MBps,msgs_per_s,p50_us,\n"
@@ -237,7 +240,7 @@ ParseResult parse_args(int argc, const char* const* argv)
         } else if (arg == "--family" || arg == "--addr" || arg == "--port" || arg == "--mode" ||
                    arg == "--sizes" || arg == "--duration" || arg == "--bytes" ||
                    arg == "--iterations" || arg == "--warmup" || arg == "--connections" ||
-                   arg == "--connect-timeout" || arg == "--zcopy-thresh") {
+                   arg == "--connect-timeout" || arg == "--zcopy-thresh" || arg == "--zerocopy") {
             if (!need())
                 return fail(arg + " needs a value");
             if (arg == "--family") {
@@ -260,6 +263,13 @@ ParseResult parse_args(int argc, const char* const* argv)
                 if (value.empty() || *end != '\0' || errno != 0 || p > 65535 || value[0] == '-')
                     return fail("bad port '" + value + "'");
                 o.port = static_cast<std::uint16_t>(p);
+            } else if (arg == "--zerocopy") {
+                if (value == "msg")
+                    o.zerocopy = Zerocopy::kMsg;
+                else if (value == "uring")
+                    o.zerocopy = Zerocopy::kUring;
+                else
+                    return fail("unknown --zerocopy '" + value + "' (msg or uring)");
             } else if (arg == "--mode") {
                 if (value == "stream")
                     o.mode = Mode::kStream;

@@ -18,6 +18,9 @@ namespace sdp::bench {
 enum class Role { kServer, kClient };
 enum class Family { kInet, kInet6, kSdp };
 enum class Mode : std::uint8_t { kStream = 1, kPingpong = 2 };
+// How sends ask for zero copy: plain send(), MSG_ZEROCOPY with SO_ZEROCOPY
+// (notifications on the error queue), io_uring's SEND_ZC.
+enum class Zerocopy : std::uint8_t { kNone, kMsg, kUring };
 
 const char* family_name(Family f);
 const char* mode_name(Mode m);
@@ -35,6 +38,7 @@ struct Options {
     std::uint64_t warmup = 0;     // pingpong warm-up round trips
     bool warmup_given = false;
     bool async = false;
+    Zerocopy zerocopy = Zerocopy::kNone;
     bool csv = false;
     bool verify = false;
     bool quiet = false;

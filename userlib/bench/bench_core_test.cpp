@@ -101,6 +101,24 @@ TEST(ParseArgs, Server)
     EXPECT_TRUE(r.opts.quiet);
 }
 
+TEST(ParseArgs, Zerocopy)
+{
+    ParseResult r = parse({"client"});
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.opts.zerocopy, Zerocopy::kNone);
+    r = parse({"client", "--zerocopy", "msg"});
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.opts.zerocopy, Zerocopy::kMsg);
+    r = parse({"client", "--zerocopy=uring"});
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.opts.zerocopy, Zerocopy::kUring);
+    r = parse({"client", "--zerocopy", "splice"});
+    EXPECT_FALSE(r.ok);
+    EXPECT_NE(r.error.find("msg or uring"), std::string::npos) << r.error;
+    r = parse({"client", "--zerocopy"});
+    EXPECT_FALSE(r.ok);
+}
+
 TEST(ParseArgs, ZcopyThresh)
 {
     ParseResult r = parse({"client", "--family", "sdp"});

@@ -3,8 +3,9 @@
 #
 # End-to-end check of sdp-bench over TCP on 127.0.0.1: a server and a client
 # run stream and ping-pong with verification, blocking and io_uring, with
-# CSV output; then the error paths (nothing listening, bad option).  Every
-# process is bounded by a timeout.
+# CSV output, and zero-copy sends (MSG_ZEROCOPY, io_uring SEND_ZC); then
+# the error paths (nothing listening, bad option).  Every process is
+# bounded by a timeout.
 #
 #   e2e_test.sh path/to/sdp-bench
 set -euo pipefail
@@ -25,8 +26,9 @@ fail() {
 }
 
 # The server picks a free port and tells it: no clash with parallel tests.
-# Runs: 2 stream (verify) + 1 stream by duration + 2 pingpong + 2 async.
-timeout 60 "$bench" server --addr 127.0.0.1 --port 0 --connections 7 > "$dir/server.out" 2> "$dir/server.err" &
+# Runs: 2 stream (verify) + 1 stream by duration + 2 pingpong + 2 async
+# + 2 zero-copy sends.
+timeout 60 "$bench" server --addr 127.0.0.1 --port 0 --connections 9 > "$dir/server.out" 2> "$dir/server.err" &
 server=$!
 port=
 for _ in $(seq 100); do
@@ -70,9 +72,22 @@ if [ -s "$dir/async.err" ]; then
 	grep -q 'falling back to blocking' "$dir/async.err" || fail "unexpected stderr from --async"
 fi
 
+# Zero-copy sends: MSG_ZEROCOPY (each send waits for its notification)
+# and io_uring SEND_ZC (for its NOTIF completion).
+client --zerocopy msg --sizes 64k --bytes 8M --verify --csv > "$dir/zc-msg.csv" 2> "$dir/zc-msg.err" ||
+	fail "--zerocopy msg client failed"
+grep -Eq '^inet,stream,65536,[0-9.]+,[0-9.]+,,,8388608,ok$' "$dir/zc-msg.csv" || fail "bad --zerocopy msg line"
+grep -Eq '^sdp-bench: stream 65536 B: MSG_ZEROCOPY: [1-9][0-9]* sends notified, [0-9]+ of them as copied$' \
+	"$dir/zc-msg.err" || fail "--zerocopy msg: no notification summary"
+client --zerocopy uring --sizes 64k --bytes 8M --verify --csv > "$dir/zc-uring.csv" 2> "$dir/zc-uring.err" ||
+	fail "--zerocopy uring client failed"
+grep -Eq '^inet,stream,65536,[0-9.]+,[0-9.]+,,,8388608,ok$' "$dir/zc-uring.csv" || fail "bad --zerocopy uring line"
+grep -Eq '^sdp-bench: stream 65536 B: io_uring SEND_ZC: [1-9][0-9]* NOTIF completions$' "$dir/zc-uring.err" ||
+	fail "--zerocopy uring: no NOTIF summary"
+
 wait "$server" || fail "server exited with $?"
 server=
-[ "$(grep -c 'verify ok' "$dir/server.out")" = 6 ] || fail "server did not verify 6 runs"
+[ "$(grep -c 'verify ok' "$dir/server.out")" = 8 ] || fail "server did not verify 8 runs"
 
 # Errors: nothing listening (a refused port, no retry), bad option.
 set +e

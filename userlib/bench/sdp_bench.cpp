@@ -19,9 +19,11 @@
 #include <vector>
 
 #include <arpa/inet.h>
+#include <linux/errqueue.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -246,6 +248,10 @@ class Io {
     // One call: bytes moved (recv: 0 at end of stream); throws on error.
     virtual std::size_t send_some(int fd, const std::uint8_t* p, std::size_t n) = 0;
     virtual std::size_t recv_some(int fd, std::uint8_t* p, std::size_t n) = 0;
+    // A new connection on fd (its MSG_ZEROCOPY numbers start again at 0).
+    virtual void on_connect(int /*fd*/) {}
+    // What the zero-copy sends reported, for the end of a run; "" if none.
+    virtual std::string summary() const { return ""; }
 
     void send_all(int fd, const std::uint8_t* p, std::size_t n)
     {
@@ -385,7 +391,7 @@ class UringIo : public Io {
         }
     }
 
-  private:
+  protected:
     UringIo() = default;
 
     io_uring_sqe* get_sqe()
@@ -432,10 +438,190 @@ class UringIo : public Io {
     io_uring ring_{};
     bool live_ = false;
 };
+
+// io_uring's SEND_ZC for sends (one at a time, each waiting for its NOTIF
+// completion before the buffer is reused), io_uring for receives.
+class UringZcIo : public UringIo {
+  public:
+    static std::unique_ptr<UringZcIo> create_zc(int& err)
+    {
+        std::unique_ptr<UringZcIo> io(new UringZcIo);
+        const int rc = io_uring_queue_init(kDepth, &io->ring_, 0);
+        if (rc < 0) {
+            err = -rc;
+            return nullptr;
+        }
+        io->live_ = true;
+        return io;
+    }
+
+    void on_connect(int /*fd*/) override { notifications_ = 0; }
+    std::size_t send_some(int fd, const std::uint8_t* p, std::size_t n) override
+    {
+        while (true) {
+            io_uring_sqe* sqe = get_sqe();
+            io_uring_prep_send_zc(sqe, fd, p, n, MSG_NOSIGNAL, 0);
+            io_uring_sqe_set_data64(sqe, 0);
+            int rc = 0;
+            do {
+                rc = io_uring_submit_and_wait(&ring_, 1);
+            } while (rc == -EINTR);
+            if (rc < 0)
+                fail_errno("io_uring_submit", -rc);
+            int res = 0;
+            bool more = true, notified = false;
+            while (more) {
+                io_uring_cqe* cqe = nullptr;
+                do {
+                    rc = io_uring_wait_cqe(&ring_, &cqe);
+                } while (rc == -EINTR);
+                if (rc < 0)
+                    fail_errno("io_uring_wait_cqe", -rc);
+                if ((cqe->flags & IORING_CQE_F_NOTIF) != 0) {
+                    notified = true;
+                } else {
+                    res = cqe->res;
+                    more = (cqe->flags & IORING_CQE_F_MORE) != 0;
+                }
+                if (notified)
+                    more = false;
+                io_uring_cqe_seen(&ring_, cqe);
+            }
+            if (notified)
+                notifications_++;
+            if (res >= 0)
+                return static_cast<std::size_t>(res);
+            if (res != -EINTR)
+                fail_errno("io_uring send_zc", -res);
+        }
+    }
+    // One request at a time: each waits for its notification.
+    void send_each(int fd, const std::vector<std::uint8_t*>& bufs, std::size_t count,
+                   std::size_t len) override
+    {
+        for (std::size_t i = 0; i < count; i++)
+            send_all(fd, bufs[i], len);
+    }
+    std::string summary() const override
+    {
+        return "io_uring SEND_ZC: " + std::to_string(notifications_) + " NOTIF completions";
+    }
+
+  private:
+    UringZcIo() = default;
+    std::uint64_t notifications_ = 0;
+};
 #endif
+
+// SO_ZEROCOPY on fd: at SOL_SOCKET, or as SOL_SDP/SDP_ZEROCOPY where the
+// kernel refuses it for SDP sockets (before 6.12).
+void enable_zerocopy(int fd)
+{
+    const int one = 1;
+    if (setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof one) == 0)
+        return;
+    const int err = errno;
+    if (err != EOPNOTSUPP || setsockopt(fd, SOL_SDP, SDP_ZEROCOPY, &one, sizeof one) != 0)
+        fail_errno("setsockopt(SO_ZEROCOPY)", err);
+}
+
+// MSG_ZEROCOPY sends.  Each waits for its own notification on the error
+// queue, so the buffer is the program's again when send_some() returns,
+// as after a blocking send().
+class MsgZerocopyIo : public BlockingIo {
+  public:
+    void on_connect(int fd) override
+    {
+        enable_zerocopy(fd);
+        next_id_ = 0;
+        notified_ = 0;
+        sends_ = 0;
+        copied_ = 0;
+    }
+    std::size_t send_some(int fd, const std::uint8_t* p, std::size_t n) override
+    {
+        while (true) {
+            const ssize_t k = send(fd, p, n, MSG_NOSIGNAL | MSG_ZEROCOPY);
+            if (k > 0) {
+                wait_notified(fd, next_id_++);
+                return static_cast<std::size_t>(k);
+            }
+            if (k == 0)
+                return 0;
+            if (errno != EINTR)
+                fail_errno("send(MSG_ZEROCOPY)", errno);
+        }
+    }
+    std::string summary() const override
+    {
+        return "MSG_ZEROCOPY: " + std::to_string(sends_) + " sends notified, " +
+               std::to_string(copied_) + " of them as copied";
+    }
+
+  private:
+    // Read notifications until the one numbered id has come (ranges).
+    void wait_notified(int fd, std::uint32_t id)
+    {
+        while (notified_ <= id) {
+            pollfd pf{fd, 0, 0};
+            const int r = poll(&pf, 1, 10000);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0)
+                fail_errno("poll for MSG_ZEROCOPY notifications", errno);
+            if (r == 0)
+                throw std::runtime_error("no MSG_ZEROCOPY notification for send " +
+                                         std::to_string(id) + " within 10 s");
+            read_notifications(fd);
+        }
+    }
+    void read_notifications(int fd)
+    {
+        while (true) {
+            alignas(cmsghdr) char control[128] = {};
+            msghdr m{};
+            m.msg_control = control;
+            m.msg_controllen = sizeof control;
+            if (recvmsg(fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) {
+                if (errno == EAGAIN || errno == EINTR)
+                    return;
+                fail_errno("recvmsg(MSG_ERRQUEUE)", errno);
+            }
+            for (cmsghdr* cm = CMSG_FIRSTHDR(&m); cm != nullptr; cm = CMSG_NXTHDR(&m, cm)) {
+                sock_extended_err ee{};
+                std::memcpy(&ee, CMSG_DATA(cm), sizeof ee);
+                if (ee.ee_origin != SO_EE_ORIGIN_ZEROCOPY)
+                    throw std::runtime_error("error queue: " +
+                                             errno_text(static_cast<int>(ee.ee_errno)));
+                const std::uint64_t range = ee.ee_data - ee.ee_info + 1ULL;
+                sends_ += range;
+                if ((ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED) != 0)
+                    copied_ += range;
+                notified_ = ee.ee_data + 1;
+            }
+        }
+    }
+
+    std::uint32_t next_id_ = 0;
+    std::uint32_t notified_ = 0; // every number below it was notified
+    std::uint64_t sends_ = 0;
+    std::uint64_t copied_ = 0;
+};
 
 std::unique_ptr<Io> make_io(const Options& o)
 {
+    if (o.zerocopy == Zerocopy::kMsg)
+        return std::make_unique<MsgZerocopyIo>();
+    if (o.zerocopy == Zerocopy::kUring) {
+#if SDP_BENCH_HAVE_URING
+        int err = 0;
+        if (auto io = UringZcIo::create_zc(err))
+            return io;
+        fail_errno("--zerocopy uring: io_uring", err);
+#else
+        throw std::runtime_error("--zerocopy uring: built without liburing");
+#endif
+    }
     if (!o.async)
         return std::make_unique<BlockingIo>();
 #if SDP_BENCH_HAVE_URING
@@ -589,6 +775,7 @@ int run_server(const Options& o)
                 if (setsockopt(cfd, SOL_SDP, SDP_ZCOPY_THRESH, &v, sizeof v) != 0)
                     fail_errno("setsockopt(SDP_ZCOPY_THRESH) on the accepted socket", errno);
             }
+            io->on_connect(cfd);
             const std::string line = serve_one(*io, cfd, o);
             if (!o.quiet)
                 std::printf("sdp-bench: server: %s: %s\n", who.c_str(), line.c_str());
@@ -787,6 +974,7 @@ int run_client(const Options& o)
     }
     for (const std::uint32_t size : o.sizes) {
         Fd fd(connect_with_retry(ep, o));
+        io->on_connect(fd.get());
         if (o.mode == Mode::kPingpong)
             set_nodelay(fd.get(), o);
         const auto t0 = Clock::now();
@@ -815,6 +1003,12 @@ int run_client(const Options& o)
                 std::to_string(size) + " B: socket " +
                 (st ? format_sdp_stats(*st) : "counters unavailable (getsockopt SDP_STATS failed)");
             std::fprintf(o.csv ? stderr : stdout, "%s\n", what.c_str());
+            std::fflush(o.csv ? stderr : stdout);
+        }
+        const std::string zc = io->summary();
+        if (!zc.empty()) {
+            std::fprintf(o.csv ? stderr : stdout, "sdp-bench: %s %u B: %s\n", mode_name(o.mode),
+                         size, zc.c_str());
             std::fflush(o.csv ? stderr : stdout);
         }
     }
