@@ -812,16 +812,19 @@ void enable_zerocopy(int fd, bool sdp)
     EXPECT_EQ(v, 1);
 }
 
-// A connected pair and the scenario's sends.  family: AF_INET, or
-// sdp_family() for an AF_INET_SDP socket (SDP only); proto: 0 (TCP) or
-// IPPROTO_SDP.
-ZcRun run_zerocopy(int family, int proto, int port)
+// A connected client and server at kAddrA:port.  family: AF_INET, or
+// sdp_family() for AF_INET_SDP sockets (SDP only); proto: 0 (TCP) or
+// IPPROTO_SDP.  server is -1 (with a failure recorded) if none came.
+struct ConnectedPair {
+    Fd client, server;
+};
+
+ConnectedPair connected_pair(int family, int proto, int port)
 {
-    ZcRun run;
-    const bool sdp = family != AF_INET || proto == IPPROTO_SDP;
     auto make = [&] {
         return family == AF_INET ? Fd(socket(AF_INET, SOCK_STREAM, proto)) : sdp_only_socket();
     };
+    ConnectedPair p;
     Fd listener = make();
     const int one = 1;
     EXPECT_EQ(setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
@@ -829,11 +832,22 @@ ZcRun run_zerocopy(int family, int proto, int port)
     EXPECT_EQ(bind(listener.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0)
         << strerror(errno);
     EXPECT_EQ(listen(listener.get(), 4), 0);
-    Fd client = make();
-    EXPECT_EQ(connect(client.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0)
+    p.client = make();
+    EXPECT_EQ(connect(p.client.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0)
         << strerror(errno);
-    Fd server(accept(listener.get(), nullptr, nullptr));
-    EXPECT_GE(server.get(), 0) << strerror(errno);
+    p.server = Fd(accept(listener.get(), nullptr, nullptr));
+    EXPECT_GE(p.server.get(), 0) << strerror(errno);
+    return p;
+}
+
+// A connected pair (connected_pair()) and the scenario's sends.
+ZcRun run_zerocopy(int family, int proto, int port)
+{
+    ZcRun run;
+    const bool sdp = family != AF_INET || proto == IPPROTO_SDP;
+    ConnectedPair pair = connected_pair(family, proto, port);
+    const Fd& client = pair.client;
+    const Fd& server = pair.server;
     if (server.get() < 0)
         return run;
     std::thread reader([&] { recv_stream(server.get(), zc_total(), kMiB); });
@@ -1049,18 +1063,9 @@ struct UringRun {
 UringRun run_uring_zc(int proto, int port)
 {
     UringRun run;
-    Fd listener(socket(AF_INET, SOCK_STREAM, proto));
-    const int one = 1;
-    EXPECT_EQ(setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
-    const sockaddr_in a = make_addr(kAddrA, port);
-    EXPECT_EQ(bind(listener.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0)
-        << strerror(errno);
-    EXPECT_EQ(listen(listener.get(), 4), 0);
-    Fd client(socket(AF_INET, SOCK_STREAM, proto));
-    EXPECT_EQ(connect(client.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0)
-        << strerror(errno);
-    Fd server(accept(listener.get(), nullptr, nullptr));
-    EXPECT_GE(server.get(), 0) << strerror(errno);
+    ConnectedPair pair = connected_pair(AF_INET, proto, port);
+    const Fd& client = pair.client;
+    const Fd& server = pair.server;
     if (server.get() < 0)
         return run;
     size_t total = kUringPlain;

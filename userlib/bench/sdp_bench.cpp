@@ -314,17 +314,7 @@ class UringIo : public Io {
     static constexpr unsigned kDepth = 16;
 
     // nullptr, with the errno in `err`, when io_uring cannot be set up.
-    static std::unique_ptr<UringIo> create(int& err)
-    {
-        std::unique_ptr<UringIo> io(new UringIo);
-        const int rc = io_uring_queue_init(kDepth, &io->ring_, 0);
-        if (rc < 0) {
-            err = -rc;
-            return nullptr;
-        }
-        io->live_ = true;
-        return io;
-    }
+    static std::unique_ptr<UringIo> create(int& err) { return open_ring<UringIo>(err); }
     ~UringIo() override
     {
         if (live_)
@@ -394,6 +384,19 @@ class UringIo : public Io {
   protected:
     UringIo() = default;
 
+    // A T (this class or a subclass) with its ring set up, or nullptr.
+    template <class T> static std::unique_ptr<T> open_ring(int& err)
+    {
+        std::unique_ptr<T> io(new T);
+        const int rc = io_uring_queue_init(kDepth, &io->ring_, 0);
+        if (rc < 0) {
+            err = -rc;
+            return nullptr;
+        }
+        io->live_ = true;
+        return io;
+    }
+
     io_uring_sqe* get_sqe()
     {
         io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
@@ -443,17 +446,7 @@ class UringIo : public Io {
 // completion before the buffer is reused), io_uring for receives.
 class UringZcIo : public UringIo {
   public:
-    static std::unique_ptr<UringZcIo> create_zc(int& err)
-    {
-        std::unique_ptr<UringZcIo> io(new UringZcIo);
-        const int rc = io_uring_queue_init(kDepth, &io->ring_, 0);
-        if (rc < 0) {
-            err = -rc;
-            return nullptr;
-        }
-        io->live_ = true;
-        return io;
-    }
+    static std::unique_ptr<UringZcIo> create_zc(int& err) { return open_ring<UringZcIo>(err); }
 
     void on_connect(int /*fd*/) override { notifications_ = 0; }
     std::size_t send_some(int fd, const std::uint8_t* p, std::size_t n) override
@@ -508,6 +501,7 @@ class UringZcIo : public UringIo {
     }
 
   private:
+    friend class UringIo; // open_ring()
     UringZcIo() = default;
     std::uint64_t notifications_ = 0;
 };
