@@ -23,7 +23,7 @@ pkgs_build=(
 	build-essential g++ gcc make cmake ninja-build pkg-config
 	clang libclang-rt-14-dev clang-format clang-tidy
 	libgtest-dev libgmock-dev googletest libbenchmark-dev
-	sparse pahole git python3 xz-utils
+	sparse pahole git python3 xz-utils curl patch
 	linux-source-6.1
 )
 # Module tooling (the kernels themselves are handled below); dkms for the
@@ -41,6 +41,14 @@ pkgs_vm=(
 # Userspace library and benchmarks.
 # socat and sockperf: real programs the preload tests run (tests/vm/preload_test.sh).
 pkgs_user=(liburing-dev iperf3 gnuplot-nox socat sockperf)
+# Source tarballs from Debian's archive, pinned by checksum: liburing's own
+# zero-copy send test (test/send-zerocopy.c of liburing-dev's version, built
+# by CMake; tests/vm/uring_zc_test.sh).  "path url sha256" each.
+srcs=(
+	"/usr/src/liburing_2.3.orig.tar.gz
+	http://deb.debian.org/debian/pool/main/libu/liburing/liburing_2.3.orig.tar.gz
+	2eac26f880125d83f75ba8641fde5d88226dd352d3cee95d45a9128758a8f1be"
+)
 # Optional (--debug): building the KASAN/lockdep/kmemleak kernel from
 # Debian's source (scripts/debug-kernel.sh).
 pkgs_debug=(flex bison bc libelf-dev libssl-dev patch)
@@ -106,6 +114,11 @@ series_present() {
 }
 
 mapfile -t missing < <(missing_pkgs "${pkgs_build[@]}" "${pkgs_kernel[@]}" "${pkgs_vm[@]}" "${pkgs_user[@]}" "${pkgs_debug[@]}")
+missing_srcs=()
+for s in "${srcs[@]}"; do
+	read -r path url sum <<<"$(echo $s)"
+	echo "$sum  $path" | sha256sum --quiet -c - >/dev/null 2>&1 || missing_srcs+=("$s")
+done
 missing_series=()
 for s in "${kernel_series[@]}"; do
 	read -r regex glob <<<"$s"
@@ -121,13 +134,35 @@ if qemu_too_old || [[ " ${missing[*]} " == *" qemu-system-x86 "* ]]; then
 fi
 
 if [ $check = 1 ]; then
-	if [ ${#missing[@]} -gt 0 ] || [ ${#missing_series[@]} -gt 0 ]; then
-		echo "missing packages: ${missing[*]:-none}; kernels: ${#missing_series[@]} series"
+	if [ ${#missing[@]} -gt 0 ] || [ ${#missing_series[@]} -gt 0 ] ||
+		[ ${#missing_srcs[@]} -gt 0 ]; then
+		echo "missing packages: ${missing[*]:-none}; kernels: ${#missing_series[@]} series; sources: ${#missing_srcs[@]}"
 		exit 1
 	fi
 	exit 0
 fi
+# fetch_src "PATH URL SHA256": download to PATH, keep it only if the checksum
+# matches.
+fetch_src() {
+	local path url sum tmp
+	read -r path url sum <<<"$(echo $1)"
+	tmp=$(mktemp)
+	if ! curl -fsSL --retry 3 -o "$tmp" "$url" && ! wget -q -O "$tmp" "$url"; then
+		rm -f "$tmp"
+		echo "install-deps: cannot download $url" >&2
+		exit 1
+	fi
+	if ! echo "$sum  $tmp" | sha256sum --quiet -c - >/dev/null 2>&1; then
+		rm -f "$tmp"
+		echo "install-deps: $url does not match sha256 $sum" >&2
+		exit 1
+	fi
+	as_root install -D -m 0644 "$tmp" "$path"
+	rm -f "$tmp"
+	echo "install-deps: $path"
+}
 if [ ${#missing[@]} -eq 0 ] && [ ${#missing_series[@]} -eq 0 ]; then
+	for s in "${missing_srcs[@]}"; do fetch_src "$s"; done
 	echo "install-deps: all packages present"
 	exit 0
 fi
@@ -180,4 +215,5 @@ if [ $qemu_backports = 1 ]; then
 		exit 1
 	fi
 fi
+for s in "${missing_srcs[@]}"; do fetch_src "$s"; done
 echo "install-deps: done"
