@@ -418,7 +418,7 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 	int flags = msg->msg_flags;
 	size_t copied = 0, bcopy_budget = 0;
 	struct sk_buff *notify = NULL;
-	u64 bcopy_before = 0;
+	bool bcopied = false;	/* this call copied bytes (ZEROCOPY_COPIED) */
 	bool zcopy;
 	int thresh;
 	long timeo;
@@ -456,7 +456,6 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			goto do_error;
 		}
 	}
-	bcopy_before = ssk->stats.tx_bcopy_bytes;
 
 	while (msg_data_left(msg)) {
 		struct sdp_buf *b;
@@ -526,6 +525,7 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 		SDP_ADD(sk, SDP_CNT_CPU_COPY_BYTES, n);
 		ssk->stats.tx_bcopy_bytes += n;
 		ssk->stats.tx_bytes += n;
+		bcopied = true;
 		WRITE_ONCE(ssk->snd_queued, ssk->snd_queued + n);
 		if ((flags & MSG_OOB) && !msg_data_left(msg))
 			b->urgent = 1;
@@ -534,8 +534,7 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 	}
 	sdp_push(sk, (flags & MSG_MORE) ? SDP_TXO_CORK : 0);
 	if (notify)
-		sdp_zc_notify(sk, notify,
-			      ssk->stats.tx_bcopy_bytes != bcopy_before);
+		sdp_zc_notify(sk, notify, bcopied);
 	release_sock(sk);
 	return copied;
 
@@ -543,8 +542,7 @@ do_error:
 	if (copied) {
 		sdp_push(sk, (flags & MSG_MORE) ? SDP_TXO_CORK : 0);
 		if (notify)
-			sdp_zc_notify(sk, notify,
-				      ssk->stats.tx_bcopy_bytes != bcopy_before);
+			sdp_zc_notify(sk, notify, bcopied);
 		release_sock(sk);
 		return copied;
 	}

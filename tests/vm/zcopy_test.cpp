@@ -950,6 +950,64 @@ TEST(MsgZerocopy, NotificationsAsTcps)
     }
 }
 
+// SO_EE_CODE_ZEROCOPY_COPIED tells about the send it numbers, not about the
+// socket: while another thread's small sends go by bcopy on the same
+// socket, a MSG_ZEROCOPY send that the zero-copy path carried whole is not
+// reported copied, and one that copied some bytes is.
+TEST(MsgZerocopy, CopiedIsPerSend)
+{
+    ConnectedPair pair = connected_pair(AF_INET, IPPROTO_SDP, 7395);
+    const int fd = pair.client.get();
+    ASSERT_GE(pair.server.get(), 0);
+    enable_zerocopy(fd, true);
+    std::atomic<bool> stop{false};
+    std::atomic<size_t> small_bytes{0};
+    std::thread reader([&] {
+        std::vector<unsigned char> buf(2 * kMiB);
+        for (;;) {
+            const ssize_t r = recv(pair.server.get(), buf.data(), buf.size(), 0);
+            if (r <= 0) {
+                EXPECT_EQ(r, 0) << strerror(errno);
+                return;
+            }
+        }
+    });
+    std::thread chatter([&] {
+        const std::vector<unsigned char> small(100, 0x5a);
+        while (!stop.load()) {
+            const ssize_t r = send(fd, small.data(), small.size(), MSG_NOSIGNAL);
+            ASSERT_EQ(r, static_cast<ssize_t>(small.size())) << strerror(errno);
+            small_bytes += small.size();
+        }
+    });
+    constexpr int kSends = 6;
+    std::vector<unsigned char> big(kMiB, 0xa5);
+    int zero_copied = 0;
+    for (uint32_t id = 0; id < kSends; id++) {
+        const uint64_t zc_before = sock_stats(fd).zc_tx_bytes;
+        ASSERT_EQ(send(fd, big.data(), big.size(), MSG_ZEROCOPY | MSG_NOSIGNAL),
+                  static_cast<ssize_t>(big.size()))
+            << strerror(errno);
+        // Only this thread sends by zero copy: the counter's growth is
+        // what this send carried without a copy.
+        const bool whole = sock_stats(fd).zc_tx_bytes - zc_before == big.size();
+        std::vector<ZcNote> got;
+        collect_notes(fd, id, &got);
+        ASSERT_EQ(got.size(), 1u) << "send " << id;
+        EXPECT_EQ(got[0].ee.ee_info, id);
+        EXPECT_EQ(got[0].ee.ee_data, id);
+        const bool copied = (got[0].ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED) != 0;
+        EXPECT_EQ(copied, !whole) << "send " << id;
+        zero_copied += whole;
+    }
+    stop = true;
+    chatter.join();
+    EXPECT_EQ(shutdown(fd, SHUT_WR), 0);
+    reader.join();
+    EXPECT_GT(small_bytes.load(), 0u) << "the other thread sent nothing";
+    EXPECT_GT(zero_copied, 0) << "no 1 MiB send went whole by zero copy";
+}
+
 // The option itself answers as TCP's: 0 and 1 only, an int at least,
 // read back through getsockopt(SOL_SOCKET, SO_ZEROCOPY); on SDP sockets
 // of both kinds also at SOL_SDP (SDP_ZEROCOPY), and at SOL_SOCKET where
