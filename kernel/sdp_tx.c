@@ -411,6 +411,12 @@ static int sdp_wait_connected(struct sock *sk, long *timeo)
 	return 0;
 }
 
+/* The zero-copy send ended by a signal or SO_SNDTIMEO, not a failure. */
+static bool sdp_zc_send_interrupted(int err)
+{
+	return err == -EINTR || err == -ERESTARTSYS || err == -EAGAIN;
+}
+
 int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 {
 	struct sock *sk = sock->sk;
@@ -419,6 +425,7 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 	size_t copied = 0, bcopy_budget = 0;
 	struct sk_buff *notify = NULL;
 	bool bcopied = false;	/* this call copied bytes (ZEROCOPY_COPIED) */
+	int intr_err = 0;	/* a signal or SO_SNDTIMEO ended an offer */
 	bool zcopy;
 	int thresh;
 	long timeo;
@@ -478,8 +485,25 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 				bcopy_budget = READ_ONCE(sysctl_sdp_zcopy_chunk);
 				continue;
 			default:
-				goto do_error;
+				break;
 			}
+			/*
+			 * A signal or SO_SNDTIMEO before the peer read any of
+			 * the offer.  TCP's send would have buffered bytes
+			 * before it slept and returned their count; so the
+			 * ring takes what fits now, without waiting.  Else a
+			 * blocking send under a stream of signals (SA_RESTART)
+			 * would start over with a new offer each time and never
+			 * get a byte through.
+			 */
+			if (copied || !sdp_zc_send_interrupted(err) ||
+			    fatal_signal_pending(current))
+				goto do_error;
+			intr_err = err;
+			err = 0;
+			timeo = 0;
+			zcopy = false;
+			continue;
 		}
 		b = ssk->tx_busy || ssk->sq_idle_waiters ? NULL : sdp_tx_segment(ssk);
 		if (!b) {
@@ -547,6 +571,8 @@ do_error:
 		return copied;
 	}
 	kfree_skb(notify);
+	if (intr_err && err == -EAGAIN)
+		err = intr_err;	/* the ring had no room either */
 	if (err == -EPIPE)
 		err = sock_error(sk) ?: -EPIPE;
 	if (err == -EPIPE && !(flags & MSG_NOSIGNAL))
