@@ -101,6 +101,14 @@ if [ "${SDP_CONFORMANCE-1}" = 1 ]; then
 		"$build/host/tests/vm/conformance/sdp_conformance" --families inet,sdp \
 			${SDP_CONFORMANCE_ARGS:-} || status=1
 	done
+	# The same as a program written for TCP's MSG_ZEROCOPY runs it:
+	# SO_ZEROCOPY on, MSG_ZEROCOPY on every send, the notifications
+	# drained and checked (tests/vm/conformance/zerocopy.cpp), with the
+	# threshold low enough that most sends are zero copy.
+	echo "tier-socket: conformance with MSG_ZEROCOPY, net.sdp.zcopy_thresh=4096"
+	echo 4096 > /proc/sys/net/sdp/zcopy_thresh
+	"$build/host/tests/vm/conformance/sdp_conformance" --families inet,sdp --zerocopy \
+		${SDP_CONFORMANCE_ARGS:-} || status=1
 	echo 65536 > /proc/sys/net/sdp/zcopy_thresh
 	# IPPROTO_SDP sockets, addressed as TCP's, then mixed with TCP (SDP
 	# clients that fall back against TCP listeners, TCP clients of SDP

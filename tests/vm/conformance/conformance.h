@@ -111,6 +111,18 @@ class Lane {
 
 // True once some Lane::check failed in this process.
 bool check_failed();
+// Fails the run as a failed Lane::check does.
+void note_check_failed();
+
+// --zerocopy (zerocopy.cpp): SO_ZEROCOPY on the harness's sockets and
+// MSG_ZEROCOPY on every send, notifications drained and checked.
+void zerocopy_mode(bool on);
+bool zerocopy_mode();
+void zerocopy_trace_fd(int fd);
+// SO_ZEROCOPY on fd (at SOL_SDP where the kernel refuses it); 0 or -errno.
+int zerocopy_enable(int fd);
+// The run's end: drain and check every socket still open.
+void zerocopy_finish();
 
 // Terminates the stream of trace records (written by the child at the end).
 constexpr std::string_view kTraceEnd = "\x01"

@@ -139,6 +139,11 @@ bool check_failed()
     return g_check_failed.load();
 }
 
+void note_check_failed()
+{
+    g_check_failed = true;
+}
+
 void Lane::log(std::string_view text)
 {
     write_record(fd_, name_, text);
@@ -253,6 +258,12 @@ int Ctx::socket(Lane& l, Ip ip, int type_flags, bool listener)
     const Res r = CALL(::socket(domain(ip), SOCK_STREAM | type_flags, proto));
     if (!r.ok())
         l.abort("socket", r);
+    if (zerocopy_mode()) {
+        // Not traced: the same call on every family.
+        const int err = zerocopy_enable(static_cast<int>(r.rc));
+        if (err != 0)
+            l.abort("SO_ZEROCOPY", Res{-1, -err});
+    }
     const bool mixed = family_ == Family::kSdpToTcp || family_ == Family::kTcpToSdp;
     if (mixed && proto != 0) {
         // Not traced: the reference (TCP) has no such call.
@@ -420,6 +431,13 @@ int Ctx::accept_one(Lane& l, int listen_fd, int flags, int timeout_ms)
     } while (r.is(EINTR));
     if (!r.ok())
         l.abort("accept", r);
+    if (zerocopy_mode()) {
+        // Whether the accepted socket inherits the listener's SO_ZEROCOPY.
+        int v = -1;
+        socklen_t len = sizeof(v);
+        getsockopt(static_cast<int>(r.rc), SOL_SOCKET, SO_ZEROCOPY, &v, &len);
+        l.val("accepted SO_ZEROCOPY", v);
+    }
     return static_cast<int>(r.rc);
 }
 

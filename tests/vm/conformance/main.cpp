@@ -4,7 +4,7 @@
 // over the family under test (AF_INET_SDP) and compares the traces.
 //
 //   sdp_conformance [--families A,B] [--filter GLOB[,GLOB...]] [--list]
-//                   [--scale N] [--timeout S] [--verbose]
+//                   [--scale N] [--timeout S] [--zerocopy] [--verbose]
 //
 // Each run of a scenario is a forked child (own process group) with a
 // watchdog; it streams its trace records through a pipe, so a hang or a
@@ -64,7 +64,7 @@ const char* family_name(Family f)
     if (msg != nullptr)
         fprintf(stderr, "sdp_conformance: %s\n", msg);
     fprintf(stderr, "usage: sdp_conformance [--families A,B] [--filter GLOB[,GLOB...]] [--list]\n"
-                    "                       [--scale N] [--timeout S] [--verbose]\n"
+                    "                       [--scale N] [--timeout S] [--zerocopy] [--verbose]\n"
                     "  families: inet (TCP over AF_INET/AF_INET6), sdp (AF_INET_SDP),\n"
                     "  ipproto (AF_INET/AF_INET6 with IPPROTO_SDP); mixed, with IPPROTO_SDP\n"
                     "  sockets that may fall back: sdp-tcp (SDP clients, TCP listeners),\n"
@@ -128,6 +128,8 @@ Options parse_args(int argc, char** argv)
             o.timeout_s = atoi(value().c_str());
             if (o.timeout_s <= 0)
                 usage("--timeout must be positive");
+        } else if (a == "--zerocopy") {
+            zerocopy_mode(true);
         } else if (a == "--verbose" || a == "-v") {
             o.verbose = true;
         } else if (a == "--help" || a == "-h") {
@@ -207,8 +209,10 @@ struct RunResult {
     setpgid(0, 0);
     signal(SIGPIPE, SIG_IGN);
     {
+        zerocopy_trace_fd(fd);
         Ctx ctx(fam, s.ip, index, run_pos, fd);
         s.fn(ctx);
+        zerocopy_finish();
     }
     std::string end(kTraceEnd);
     end += '\n';
