@@ -37,6 +37,7 @@
 #include <fcntl.h>
 #include <functional>
 #include <infiniband/verbs.h>
+#include <linux/errqueue.h>
 #include <memory>
 #include <mutex>
 #include <netinet/tcp.h>
@@ -298,10 +299,11 @@ class Rogue : public ::testing::Test {
     }
 
     // A blocking send of the whole buffer from the kernel socket.
-    KernelCall kernel_send(std::shared_ptr<std::vector<uint8_t>> buf)
+    KernelCall kernel_send(std::shared_ptr<std::vector<uint8_t>> buf, int flags = 0)
     {
         const int fd = kfd_.get();
-        return KernelCall([fd, buf] { return send(fd, buf->data(), buf->size(), MSG_NOSIGNAL); });
+        return KernelCall(
+            [fd, buf, flags] { return send(fd, buf->data(), buf->size(), MSG_NOSIGNAL | flags); });
     }
 
     KernelCall kernel_recv(std::shared_ptr<std::vector<uint8_t>> buf, int flags = 0)
@@ -600,7 +602,10 @@ struct Offer {
 
 class RogueSource : public Rogue {
   protected:
-    void offer(RoguePeer& r, Offer* o, size_t len = 256 * kKiB, int sndtimeo_ms = 0)
+    // send_flags: MSG_ZEROCOPY sets SO_ZEROCOPY first (at SOL_SDP where
+    // the kernel refuses it, before 6.12).
+    void offer(RoguePeer& r, Offer* o, size_t len = 256 * kKiB, int sndtimeo_ms = 0,
+               int send_flags = 0)
     {
         ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
         if (sndtimeo_ms) {
@@ -608,8 +613,14 @@ class RogueSource : public Rogue {
             ASSERT_EQ(setsockopt(kfd_.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0)
                 << strerror(errno);
         }
+        if (send_flags & MSG_ZEROCOPY) {
+            const int one = 1;
+            if (setsockopt(kfd_.get(), SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one)) != 0)
+                ASSERT_EQ(setsockopt(kfd_.get(), SOL_SDP, SDP_ZEROCOPY, &one, sizeof(one)), 0)
+                    << strerror(errno);
+        }
         o->buf = pattern_buffer(len, 8);
-        o->call = std::make_unique<KernelCall>(kernel_send(o->buf));
+        o->call = std::make_unique<KernelCall>(kernel_send(o->buf, send_flags));
         const auto sa = r.wait_for(SDP_MID_SRC_AVAIL);
         ASSERT_TRUE(sa) << "no SrcAvail: " << r.describe();
         ASSERT_EQ(sa->zc_len, len);
@@ -720,6 +731,51 @@ TEST_F(RogueSource, ReadAgainAfterRdmaRdComplFails)
     const int st = r.rdma_read(mr, again.data(), 4096, o.sa.vaddr, o.sa.rkey, kDetectMs);
     EXPECT_EQ(st, IBV_WC_REM_ACCESS_ERR) << "the key of a finished send() still reads";
     EXPECT_NE(again[0], 0x5a) << "read the application's buffer after send() returned";
+    expect_socket_reset(r, "after a read with an invalidated key");
+    EXPECT_GE(delta("conn_err_transport") + delta("conn_err_reset"), 1u);
+    expect_clean_rogue(r);
+}
+
+// Case 2 for MSG_ZEROCOPY: the send's completion notification gives the
+// buffer back to the application; by then the key is invalid, a read with
+// it fails and the connection is reset.
+TEST_F(RogueSource, ReadAfterTheZerocopyNotificationFails)
+{
+    RoguePeer r;
+    Offer o;
+    ASSERT_NO_FATAL_FAILURE(offer(r, &o, 256 * kKiB, 0, MSG_ZEROCOPY));
+    std::vector<uint8_t> in(o.sa.zc_len);
+    ibv_mr* mr = r.register_memory(in.data(), in.size(), IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_TRUE(mr) << r.error();
+    ASSERT_EQ(r.rdma_read(mr, in.data(), o.sa.zc_len, o.sa.vaddr, o.sa.rkey), IBV_WC_SUCCESS);
+    ASSERT_TRUE(r.send_rd_compl(o.sa.zc_len)) << r.error();
+    const auto res = o.call->wait(10000);
+    ASSERT_TRUE(res) << r.describe();
+    ASSERT_EQ(res->ret, static_cast<ssize_t>(o.sa.zc_len)) << describe_call(res);
+    EXPECT_EQ(mismatch(in.data(), in.size(), 0, 8), -1);
+    // The notification, as a MSG_ZEROCOPY program waits for it.
+    pollfd p{kfd_.get(), 0, 0};
+    ASSERT_EQ(poll(&p, 1, 10000), 1) << strerror(errno);
+    ASSERT_NE(p.revents & POLLERR, 0);
+    alignas(cmsghdr) char control[128] = {};
+    msghdr m{};
+    m.msg_control = control;
+    m.msg_controllen = sizeof(control);
+    ASSERT_EQ(recvmsg(kfd_.get(), &m, MSG_ERRQUEUE | MSG_DONTWAIT), 0) << strerror(errno);
+    const cmsghdr* cm = CMSG_FIRSTHDR(&m);
+    ASSERT_NE(cm, nullptr);
+    sock_extended_err ee{};
+    std::memcpy(&ee, CMSG_DATA(cm), sizeof(ee));
+    EXPECT_EQ(ee.ee_origin, SO_EE_ORIGIN_ZEROCOPY);
+    EXPECT_EQ(ee.ee_info, 0u);
+    EXPECT_EQ(ee.ee_data, 0u);
+    EXPECT_EQ(ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED, 0) << "the offer was read, not copied";
+    // The buffer is the application's again.
+    std::fill(o.buf->begin(), o.buf->end(), 0x5a);
+    std::vector<uint8_t> again(4096, 0);
+    const int st = r.rdma_read(mr, again.data(), 4096, o.sa.vaddr, o.sa.rkey, kDetectMs);
+    EXPECT_EQ(st, IBV_WC_REM_ACCESS_ERR) << "the key of a notified send still reads";
+    EXPECT_NE(again[0], 0x5a) << "read the application's buffer after its notification";
     expect_socket_reset(r, "after a read with an invalidated key");
     EXPECT_GE(delta("conn_err_transport") + delta("conn_err_reset"), 1u);
     expect_clean_rogue(r);
