@@ -6,7 +6,9 @@
 #
 #   raw verbs   ib_send_bw -R / ib_send_lat -R (perftest, RDMA CM): the ceiling;
 #               for the zero-copy sizes also ib_read_bw -R and ib_write_bw -R,
-#               the ceilings of RDMA Read (SrcAvail) and RDMA Write (SinkAvail)
+#               the ceilings of RDMA Read (SrcAvail) and RDMA Write (SinkAvail),
+#               with perftest's default operations in flight and with one
+#               (-t 1, -o 1: what SDP keeps in flight per connection today)
 #   rsockets    rstream (librdmacm): the RDMA peer
 #   TCP         sdp-bench --family inet
 #   SDP         sdp-bench --family sdp, after insmod sdp.ko, with the module's
@@ -212,25 +214,32 @@ perftest_failed() {
 		ref_failed "$1 $2 B failed: $(why "$3")"
 	fi
 }
-# perftest_bw send|read|write SIZE TAG: one ib_*_bw point.  The average of
-# the side that counts first: for sends the receiver (the server), as for
-# the other tools, else the sender (RC: completed sends were acknowledged);
-# RDMA Read and Write are issued and counted by the client (active side).
+# perftest_bw send|read|write SIZE TAG [ONE]: one ib_*_bw point.  The
+# average of the side that counts first: for sends the receiver (the
+# server), as for the other tools, else the sender (RC: completed sends were
+# acknowledged); RDMA Read and Write are issued and counted by the client
+# (active side).  ONE=1: one operation in flight (-t 1, and -o 1 for
+# reads), as SDP keeps one SrcAvail or SinkAvail per connection today;
+# family verbs-1 instead of verbs.
 perftest_bw() {
 	local s=$2 tool=ib_$1_bw v='' n first=client second=server
-	local name=$tool-$2$3
+	local name=$tool-$2$3 fam=verbs opts=''
+	if [ "${4:-0}" = 1 ]; then
+		fam=verbs-1 name=$tool-1-$2$3 opts='-t 1'
+		[ "$1" = read ] && opts='-t 1 -o 1'
+	fi
 	[ "$1" = send ] && first=server second=client
 	n=$(perftest_count "$s")
-	if count_pkts perftest pair "$name" "$tool -R -F -d rxe0 -s $s -n $n" \
-		"$tool -R -F -d rxe1 -s $s -n $n $server_addr" $((duration * 4 + 30)); then
+	if count_pkts perftest pair "$name" "$tool -R -F -d rxe0 -s $s -n $n $opts" \
+		"$tool -R -F -d rxe1 -s $s -n $n $opts $server_addr" $((duration * 4 + 30)); then
 		v=$(bw_of "$s" "$logs/$name.$first.log")
 		[ -n "$v" ] || v=$(bw_of "$s" "$logs/$name.$second.log")
 	fi
 	if [ -n "$v" ]; then
-		row "$tool" verbs throughput "$s" "$v" MB/s
+		row "$tool" $fam throughput "$s" "$v" MB/s
 	else
-		row "$tool" verbs throughput "$s" n/a MB/s
-		perftest_failed "$tool" "$s" "$logs/$name.client.log"
+		row "$tool" $fam throughput "$s" n/a MB/s
+		perftest_failed "$tool${opts:+ $opts}" "$s" "$logs/$name.client.log"
 	fi
 }
 # ib_send_lat reports half round trips: doubled to round trips.
@@ -545,6 +554,8 @@ for s in "${all_sizes[@]}"; do
 	if [ $zc = 1 ]; then
 		perftest_bw read "$s" ""
 		perftest_bw write "$s" ""
+		perftest_bw read "$s" "" 1
+		perftest_bw write "$s" "" 1
 	fi
 	rs_bw "$s" ""
 	sb inet stream "$s" ""
