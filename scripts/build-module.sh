@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Build sdp.ko and the test module (tests/kmod: sdp_kecho.ko, the
-# in-kernel consumer the VM tier loads) for one kernel, and stage sdp.ko in
+# Build sdp.ko and the test modules (tests/kmod: sdp_kecho.ko, the
+# in-kernel consumer the VM tier loads, and sdp_pinbench.ko, which make
+# bench times pinning with) for one kernel, and stage sdp.ko in
 # a module root the VM uses.  The one script every module build goes
 # through: make module/modules/sparse/check-debug and tests/kmod/Makefile.
 #
@@ -66,4 +67,4 @@ tmirror=$build/kmod-tests/$kver
 mirror "$top/tests/kmod" "$tmirror"
 rm -f "$tmirror/Makefile"
 make -C "$kdir" M="$tmirror" SDP_TOP="$top" "$@" modules
-echo "build-module: $tmirror/sdp_kecho.ko"
+echo "build-module: $tmirror/sdp_kecho.ko $tmirror/sdp_pinbench.ko"

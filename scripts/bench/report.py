@@ -192,6 +192,24 @@ def zc_api_table(data, sizes, lines):
     lines.append("")
 
 
+def pin_table(data, lines):
+    """Preparing a user buffer for RDMA: sdp.ko's way and ib_umem_get()'s."""
+    sdp = data.get(("pin", "sdp", "ns_per_buffer"), {})
+    umem = data.get(("pin", "umem", "ns_per_buffer"), {})
+    nents = data.get(("pin", "umem", "dma_entries"), {})
+    if not sdp:
+        return
+    lines.append("Pinning and DMA-mapping a user buffer, then releasing it, us (mean of 200)")
+    lines.append(f"  {'size':>8}{'sdp.ko':>10}{'ib_umem_get':>13}{'umem/sdp':>10}{'umem DMA entries':>18}")
+    for s in sorted(sdp):
+        lines.append(f"  {size_text(s):>8}{fmt(sdp[s] / 1000):>10}"
+                     f"{fmt(umem[s] / 1000 if umem.get(s) is not None else None):>13}"
+                     f"{fmt(ratio(umem.get(s), sdp[s])):>10}{fmt(nents.get(s), 0):>18}")
+    lines.append("  sdp.ko: pin_user_pages_fast(FOLL_LONGTERM), its own RLIMIT_MEMLOCK charge, arrays")
+    lines.append("  allocated once; ib_umem_get: the same pin and charge, allocations per call.")
+    lines.append("")
+
+
 def zcopy_table(data, sizes, lines):
     """The zero-copy sizes: ceilings, SDP both ways, CPU copies per byte."""
     get = lambda fam, metric, s: data.get(("sdp-bench", fam, metric), {}).get(s)
@@ -382,6 +400,7 @@ def main():
     if zc_sizes:
         zcopy_table(data, zc_sizes, lines)
         zc_api_table(data, zc_sizes, lines)
+        pin_table(data, lines)
     apps_table(data, lines)
 
     bw = lambda key: data.get(key, {}).get(GOAL_BW_SIZE)
