@@ -8,8 +8,8 @@
 //
 // The completion notifications are not traced: TCP queues them when the
 // peer acknowledges, so when one arrives depends on timing.  They are
-// drained here instead and checked on each socket: numbered from 0, in
-// ascending contiguous ranges, never beyond the sends that carried bytes.
+// drained here instead and checked on each socket: ranges of the ids of
+// the sends that carried bytes, each id at most once.
 // A pending notification makes poll() report POLLERR (select() readable
 // and writable, epoll EPOLLERR); the wrappers of poll(), select() and
 // epoll_wait() drain the queues before and after the call and report
@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstring>
 #include <dlfcn.h>
+#include <iterator>
 #include <linux/errqueue.h>
 #include <map>
 #include <memory>
@@ -42,7 +43,11 @@ int g_trace_fd = -1;
 // What one socket's notifications showed so far.
 struct ZcState {
     uint32_t sends = 0;    // MSG_ZEROCOPY sends with SO_ZEROCOPY on that took bytes
-    uint32_t next = 0;     // the id the next notification must start at
+    uint32_t notified = 0; // ids notified so far
+    // The ids notified, as merged inclusive ranges lo -> hi.  TCP queues a
+    // notification when the last reference to a send's pages goes, which
+    // is in order in the common case only (msg_zerocopy.rst).
+    std::map<uint32_t, uint32_t> ranges;
     uint32_t inflight = 0; // sends in progress
     bool bad = false;
     // The bytes of the sends not yet notified (see Bounce).
@@ -93,6 +98,30 @@ bool zerocopy_on(int fd)
     return getsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &v, &len) == 0 && v == 1;
 }
 
+// Record the ids [lo, hi] as notified: false if the range is inverted,
+// reaches past the sends or overlaps one notified before.
+bool note_range(ZcState& st, uint32_t lo, uint32_t hi)
+{
+    if (hi < lo || hi >= st.sends)
+        return false;
+    auto next = st.ranges.upper_bound(lo);
+    if (next != st.ranges.begin() && std::prev(next)->second >= lo)
+        return false;
+    if (next != st.ranges.end() && next->first <= hi)
+        return false;
+    st.notified += hi - lo + 1;
+    if (next != st.ranges.end() && next->first == hi + 1) {
+        hi = next->second;
+        next = st.ranges.erase(next);
+    }
+    if (next != st.ranges.begin() && std::prev(next)->second + 1 == lo) {
+        std::prev(next)->second = hi;
+        return true;
+    }
+    st.ranges.emplace(lo, hi);
+    return true;
+}
+
 // Read fd's queued notifications; true if there were any.  g_mu held.
 bool drain_locked(int fd, ZcState& st)
 {
@@ -121,16 +150,16 @@ bool drain_locked(int fd, ZcState& st)
         }
         if (st.bad)
             continue;
-        // One range each: [ee_info, ee_data], following the last one.
-        if (ee.ee_info != st.next || ee.ee_data < ee.ee_info || ee.ee_data >= st.sends) {
+        // One range each, [ee_info, ee_data]: ids of sends that took
+        // bytes, none notified before.
+        if (!note_range(st, ee.ee_info, ee.ee_data)) {
             fail(fd, "notification [" + std::to_string(ee.ee_info) + ", " +
-                         std::to_string(ee.ee_data) + "], expected from " +
-                         std::to_string(st.next) + " below " + std::to_string(st.sends));
+                         std::to_string(ee.ee_data) + "]: " + std::to_string(st.sends) +
+                         " sends, " + std::to_string(st.notified) + " notified before");
             st.bad = true;
             continue;
         }
-        st.next = ee.ee_data + 1;
-        if (st.next == st.sends && st.inflight == 0)
+        if (st.notified == st.sends && st.inflight == 0)
             st.bufs.clear();
     }
 }
@@ -181,7 +210,7 @@ class Bounce {
             st.sends--;
         else
             st.bufs.push_back(std::move(buf_));
-        if (st.next == st.sends && st.inflight == 0)
+        if (st.notified == st.sends && st.inflight == 0)
             st.bufs.clear();
         errno = saved;
     }
