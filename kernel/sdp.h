@@ -104,6 +104,8 @@ extern int sdp_family;
 /* Protocol number of SDP in AF_INET/AF_INET6 (module parameter `ipproto`). */
 extern int sdp_ipproto;
 extern struct workqueue_struct *sdp_wq;
+/* Completes MSG_ZEROCOPY sends that returned with their offer in flight. */
+extern struct workqueue_struct *sdp_zc_wq;
 
 /* ---- tunables (sdp_sysctl.c, net.sdp.*) ---------------------------------- */
 extern int sysctl_sdp_buf_size;	      /* bytes per ring buffer, BSDH included */
@@ -119,6 +121,7 @@ extern int sysctl_sdp_zcopy_chunk;    /* bytes of one registration at most */
 extern int sysctl_sdp_zcopy_cancel_ms; /* bounded wait for a cancel's answer */
 extern int sysctl_sdp_zcopy_fail_reg; /* testing: every registration fails */
 extern int sysctl_sdp_zcopy_sink_wait_ms; /* an offer waits this for a reader */
+extern int sysctl_sdp_zcopy_async; /* MSG_ZEROCOPY sends return once offered */
 extern int sysctl_sdp_max_half_open; /* a listener's connections before RTU */
 extern int sysctl_sdp_max_conns; /* connections with RDMA resources */
 extern int sysctl_sdp_tx_stall_ms; /* a send stuck this long resets */
@@ -230,6 +233,10 @@ struct sdp_zc_map {
 	int wc_status;		/* first failed completion of the transfer */
 	u32 wr_out;		/* its work requests posted, not completed */
 	bool remote;		/* the peer may access it (SrcAvail, SinkAvail) */
+	/* Whose RLIMIT_MEMLOCK the pinned pages are charged to (held with
+	 * mmgrab()): the work that ends an asynchronous send has no mm.
+	 */
+	struct mm_struct *mm;
 };
 
 /*
@@ -494,6 +501,28 @@ struct sdp_sock {
 	struct delayed_work fin_work;
 	struct delayed_work ack_work; /* delayed acknowledgement (Nagle) */
 	struct delayed_work zc_grace_work; /* an offer waits for a reader */
+	/*
+	 * A MSG_ZEROCOPY send that returned with its SrcAvail in flight
+	 * (sdp_zc_async_work(), on sdp_zc_wq, holding a socket reference):
+	 * it owns the transmit side (tx_busy) and zc[SDP_ZC_TX] until the
+	 * offer ended, the rest went by bcopy and the key is invalidated;
+	 * then the notification goes out.  Socket lock.
+	 */
+	struct work_struct zc_async_work;
+	/*
+	 * That work waits here, not on sk_sleep(): close() frees the struct
+	 * socket and its wait queue while the work may still wait.  Woken
+	 * with the socket's (sdp_zc_wake(), sdp_write_space()).
+	 */
+	wait_queue_head_t zc_async_wait;
+	struct task_struct *zc_async_task; /* the work's, while it runs */
+	struct sk_buff *zc_async_notify; /* its error-queue notification */
+	struct ubuf_info *zc_async_ubuf; /* or io_uring's, a reference */
+	u32 zc_async_id;		 /* its notification number */
+	bool zc_async;			 /* in flight */
+	bool zc_async_copied;		 /* some of that send went by bcopy */
+	bool zc_async_fin;   /* shutdown(SHUT_WR) came meanwhile: DisConn after */
+	bool zc_async_close; /* close() came meanwhile: orphan close after */
 	struct delayed_work tx_watch_work; /* sends that never complete */
 	struct delayed_work comm_est_work; /* tell the CM of a lost RTU */
 	struct delayed_work fallback_work; /* no answer: go on over TCP */
@@ -598,6 +627,7 @@ enum sdp_counter {
 	SDP_CNT_ZC_FALLBACK_SMALL_READS,
 	SDP_CNT_ZC_REG_FAILURES,
 	SDP_CNT_ZC_TIMEOUTS,
+	SDP_CNT_ZC_ASYNC_SENDS,
 	SDP_CNT_MAX
 };
 
@@ -654,6 +684,8 @@ void sdp_abort(struct sock *sk);
 void sdp_abort_children(struct sock *listener);
 int sdp_shutdown(struct socket *sock, int how);
 int sdp_release(struct socket *sock);
+bool sdp_zc_async_closed(struct sock *sk);
+void sdp_shutdown_send(struct sock *sk);
 void sdp_maybe_disconnect(struct sock *sk);
 void sdp_fin_timeout_work(struct work_struct *work);
 void sdp_schedule_destroy(struct sock *sk);
@@ -682,6 +714,9 @@ bool sdp_zc_notify_wanted(const struct sock *sk, const struct msghdr *msg,
 			  size_t size);
 struct sk_buff *sdp_zc_notify_alloc(struct sock *sk);
 void sdp_zc_notify(struct sock *sk, struct sk_buff *skb, bool copied);
+void sdp_zc_notify_id(struct sock *sk, struct sk_buff *skb, u32 id,
+		      bool copied);
+void sdp_zc_ubuf_done(struct ubuf_info *uarg, bool zerocopy);
 int sdp_recv_error(struct sock *sk, struct msghdr *msg, size_t len);
 int sdp_set_zerocopy(struct socket *sock, sockptr_t optval,
 		     unsigned int optlen);
@@ -711,6 +746,8 @@ u32 sdp_rx_posted(struct sdp_sock *ssk);
 /* sdp_tx.c */
 u64 sdp_send_sge_addr(const struct sdp_buf *b, bool inl);
 int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t len);
+int sdp_tx_copy_sg(struct sock *sk, struct scatterlist *sgl,
+		   unsigned int nents, size_t skip, size_t len);
 void sdp_tx_complete(struct sock *sk, struct ib_wc *wc);
 void sdp_push(struct sock *sk, unsigned int extra_opts);
 int sdp_send_control(struct sock *sk, unsigned int mid);
@@ -752,15 +789,26 @@ enum sdp_zc_next {
 	SDP_ZC_NEXT_BCOPY_CHUNK, /* no credit for an offer: a chunk by bcopy */
 	SDP_ZC_NEXT_BCOPY_REST,	 /* the rest of this send by bcopy */
 	SDP_ZC_NEXT_ERROR,	 /* stop with what was sent, else the error */
+	SDP_ZC_NEXT_ASYNC,	 /* the rest is offered; the send returns */
+};
+/* What an asynchronous send (MSG_ZEROCOPY, io_uring SEND_ZC) brings. */
+struct sdp_zc_async_req {
+	struct sk_buff *notify;	/* error-queue notification, taken if async */
+	struct ubuf_info *ubuf;	/* io_uring's completion (msg_ubuf) */
+	bool bcopied;		/* earlier bytes of the send went by bcopy */
 };
 enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
-			     long *timeo, size_t *copied, int *err);
+			     long *timeo, size_t *copied, int *err,
+			     struct sdp_zc_async_req *async);
+void sdp_zc_async_work(struct work_struct *work);
 int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 		      int flags, size_t *copied);
 int sdp_zc_recv_advertise(struct sock *sk, struct msghdr *msg, size_t len,
 			  long *timeo, size_t *copied);
 void sdp_zc_rx_event(struct sock *sk, const struct sdp_core_rx *msg);
 void sdp_zc_wake(struct sock *sk);
+wait_queue_head_t *sdp_zc_waitq(struct sock *sk);
+long sdp_zc_wait_slice(struct sock *sk, long timeo);
 void sdp_zc_sq_progress(struct sock *sk);
 bool sdp_zc_src_offered(struct sdp_sock *ssk);
 int sdp_zc_recv_sq_wait(struct sock *sk);

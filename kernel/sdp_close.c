@@ -159,6 +159,18 @@ void sdp_abort_children(struct sock *listener)
 
 /* ---- shutdown and close ------------------------------------------------------ */
 
+/* Our DisConn goes after every byte queued (TCP's FIN). */
+void sdp_shutdown_send(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sock_owned_by_me(sk);
+
+	sdp_core_shutdown_send(&ssk->core);
+	sdp_close_event(sk, SDP_CLOSE_SHUTDOWN_SEND);
+	sdp_push(sk, SDP_TXO_PUSH);
+}
+
 int sdp_shutdown(struct socket *sock, int how)
 {
 	struct sock *sk = sock->sk;
@@ -204,9 +216,11 @@ int sdp_shutdown(struct socket *sock, int how)
 	default:
 		WRITE_ONCE(sk->sk_shutdown, sk->sk_shutdown | how);
 		if (how & SEND_SHUTDOWN) {
-			sdp_core_shutdown_send(&ssk->core);
-			sdp_close_event(sk, SDP_CLOSE_SHUTDOWN_SEND);
-			sdp_push(sk, SDP_TXO_PUSH);
+			/* After the bytes of a send still in flight. */
+			if (ssk->zc_async)
+				ssk->zc_async_fin = true;
+			else
+				sdp_shutdown_send(sk);
 		}
 		break;
 	}
@@ -265,17 +279,39 @@ static void sdp_orphan_close(struct sock *sk, bool *destroy_now)
 		*destroy_now = true;
 		return;
 	}
-	sdp_core_shutdown_send(&ssk->core);
-	sdp_close_event(sk, SDP_CLOSE_SHUTDOWN_SEND);
-	sdp_push(sk, SDP_TXO_PUSH);
+	/*
+	 * A send still in flight (asynchronous zero copy) owns the stream:
+	 * its work closes when it is done, as TCP's orphan sends its queue
+	 * before the FIN.  Bounded by fin_timeout all the same.
+	 */
+	if (ssk->zc_async) {
+		ssk->zc_async_close = true;
+	} else {
+		sdp_shutdown_send(sk);
+		ssk->orphan_teardown = true;
+	}
 	/* The teardown finishes in the background (sdp_maybe_disconnect); a
 	 * peer that never answers is given fin_timeout.
 	 */
-	ssk->orphan_teardown = true;
 	sock_hold(sk);
 	if (!queue_delayed_work(sdp_wq, &ssk->fin_work,
 				msecs_to_jiffies(sysctl_sdp_fin_timeout_ms)))
 		sock_put(sk);
+}
+
+/*
+ * The asynchronous send that close() left in flight is done (its work,
+ * socket lock held): the close goes on.  Returns whether the resources
+ * are to be destroyed now (after the lock is released).
+ */
+bool sdp_zc_async_closed(struct sock *sk)
+{
+	bool destroy_now;
+
+	sock_owned_by_me(sk);
+
+	sdp_orphan_close(sk, &destroy_now);
+	return destroy_now;
 }
 
 int sdp_release(struct socket *sock)

@@ -49,4 +49,13 @@
 #define sdp_optmem_max(sk) READ_ONCE(sysctl_optmem_max)
 #endif
 
+/* struct ubuf_info's callback moved into struct ubuf_info_ops (6.10). */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 10, 0)
+#define sdp_ubuf_complete(uarg, zerocopy) \
+	((uarg)->ops->complete(NULL, (uarg), (zerocopy)))
+#else
+#define sdp_ubuf_complete(uarg, zerocopy) \
+	((uarg)->callback(NULL, (uarg), (zerocopy)))
+#endif
+
 #endif /* SDP_COMPAT_H */

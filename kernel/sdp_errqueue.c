@@ -11,10 +11,11 @@
  * A notification that continues the range of the one at the tail of the
  * queue extends it, as TCP's do (skb_zerocopy_notify_extend()).
  *
- * SDP's zero-copy send returns once the peer has read the buffer and its
- * key is invalidated (zcopy.md), and bcopy has copied every byte when
- * send() returns: so the notification is queued as send() returns, never
- * while the peer can still read the buffer.
+ * A notification is never queued while the peer can still read the
+ * buffer: a send that copied, or waited for the peer, is notified as it
+ * returns; one that returned with its offer in flight (sdp_zc_async_work())
+ * once the offer ended and its key is invalidated, with the number it took
+ * when it returned.
  *
  * The flag is SOCK_ZEROCOPY, as TCP's.  sock_setsockopt() sets it only for
  * TCP's and UDP's protocol numbers, so SDP sockets take SO_ZEROCOPY in
@@ -98,8 +99,14 @@ struct sk_buff *sdp_zc_notify_alloc(struct sock *sk)
  */
 void sdp_zc_notify(struct sock *sk, struct sk_buff *skb, bool copied)
 {
+	sdp_zc_notify_id(sk, skb, (u32)atomic_fetch_inc(&sk->sk_zckey), copied);
+}
+
+/* The same for a send numbered when it returned (an asynchronous one). */
+void sdp_zc_notify_id(struct sock *sk, struct sk_buff *skb, u32 id,
+		      bool copied)
+{
 	struct sk_buff_head *q = &sk->sk_error_queue;
-	u32 id = (u32)atomic_fetch_inc(&sk->sk_zckey);
 	struct sock_exterr_skb *serr = SKB_EXT_ERR(skb);
 	struct sk_buff *tail;
 	unsigned long flags;
@@ -128,6 +135,18 @@ void sdp_zc_notify(struct sock *sk, struct sk_buff *skb, bool copied)
 	spin_unlock_irqrestore(&q->lock, flags);
 	consume_skb(skb);
 	sk_error_report(sk);
+}
+
+/*
+ * io_uring's SEND_ZC brings its own completion (msg_ubuf); an asynchronous
+ * send holds a reference until the buffer is free, and drops it here.
+ * `zerocopy` false reports the bytes as copied (io_uring's
+ * IORING_NOTIF_USAGE_ZC_COPIED).  The one user of the ubuf_info API, whose
+ * difference between the kernels is sdp_ubuf_complete() (sdp_compat.h).
+ */
+void sdp_zc_ubuf_done(struct ubuf_info *uarg, bool zerocopy)
+{
+	sdp_ubuf_complete(uarg, zerocopy);
 }
 
 /*

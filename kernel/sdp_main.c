@@ -18,6 +18,7 @@
 
 int sdp_family = AF_INET_SDP;
 struct workqueue_struct *sdp_wq;
+struct workqueue_struct *sdp_zc_wq;
 module_param_named(family, sdp_family, int, 0444);
 MODULE_PARM_DESC(family,
 		 "socket family number to register (default 27, AF_INET_SDP)");
@@ -105,6 +106,12 @@ static int __init sdp_init(void)
 	sdp_wq = alloc_workqueue("sdp", WQ_MEM_RECLAIM, 0);
 	if (!sdp_wq)
 		return -ENOMEM;
+	/* Its works sleep as long as the peer takes: their own queue. */
+	sdp_zc_wq = alloc_workqueue("sdp_zc", WQ_UNBOUND, 0);
+	if (!sdp_zc_wq) {
+		err = -ENOMEM;
+		goto out_wq;
+	}
 	err = sdp_sysctl_init();
 	if (err)
 		goto out_wq;
@@ -139,6 +146,8 @@ out_proc:
 out_sysctl:
 	sdp_sysctl_exit();
 out_wq:
+	if (sdp_zc_wq)
+		destroy_workqueue(sdp_zc_wq);
 	destroy_workqueue(sdp_wq);
 	return err;
 }
@@ -147,6 +156,7 @@ static void __exit sdp_exit(void)
 {
 	sdp_socket_unregister();
 	/* Sockets hold module references: none is left, nor any work. */
+	destroy_workqueue(sdp_zc_wq);
 	destroy_workqueue(sdp_wq);
 	sdp_proc_exit();
 	sdp_sysctl_exit();

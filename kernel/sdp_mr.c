@@ -153,26 +153,38 @@ void sdp_mr_teardown(struct ib_device *dev, struct sdp_res *res)
 
 /* ---- pages ------------------------------------------------------------------- */
 
-/* Pinned user pages count against RLIMIT_MEMLOCK, as ib_umem_get() does. */
-static int sdp_mr_charge(u32 npages)
+/*
+ * Pinned user pages count against RLIMIT_MEMLOCK, as ib_umem_get() does,
+ * in the pinning process's mm, which the map keeps (the work that ends an
+ * asynchronous send gives the pages back without one).
+ */
+static int sdp_mr_charge(struct sdp_zc_map *map, u32 npages)
 {
 	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	struct mm_struct *mm = current->mm;
 	s64 pinned;
 
-	if (!current->mm)
+	if (!mm)
 		return -ENOMEM;
-	pinned = atomic64_add_return(npages, &current->mm->pinned_vm);
+	pinned = atomic64_add_return(npages, &mm->pinned_vm);
 	if (pinned > limit && !capable(CAP_IPC_LOCK)) {
-		atomic64_sub(npages, &current->mm->pinned_vm);
+		atomic64_sub(npages, &mm->pinned_vm);
 		return -ENOMEM;
 	}
+	mmgrab(mm);
+	map->mm = mm;
 	return 0;
 }
 
-static void sdp_mr_uncharge(u32 npages)
+static void sdp_mr_uncharge(struct sdp_zc_map *map, u32 npages)
 {
-	if (current->mm)
-		atomic64_sub(npages, &current->mm->pinned_vm);
+	struct mm_struct *mm = map->mm;
+
+	if (!mm)
+		return;
+	atomic64_sub(npages, &mm->pinned_vm);
+	map->mm = NULL;
+	mmdrop(mm);
 }
 
 /*
@@ -212,7 +224,7 @@ static int sdp_mr_collect_virt(struct sdp_sock *ssk, struct sdp_zc_map *map,
 	if (user) {
 		int pinned;
 
-		if (sdp_mr_charge(n)) {
+		if (sdp_mr_charge(map, n)) {
 			SDP_INC_SK(ssk, SDP_CNT_ZC_FALLBACK_MEMLOCK, fallback_memlock);
 			return -ENOMEM;
 		}
@@ -227,7 +239,7 @@ static int sdp_mr_collect_virt(struct sdp_sock *ssk, struct sdp_zc_map *map,
 		if (pinned != (int)n) {
 			if (pinned > 0)
 				unpin_user_pages(map->pages, pinned);
-			sdp_mr_uncharge(n);
+			sdp_mr_uncharge(map, n);
 			SDP_INC_SK(ssk, SDP_CNT_ZC_FALLBACK_PIN, fallback_pin);
 			return -EFAULT;
 		}
@@ -369,7 +381,7 @@ void sdp_mr_release(struct sock *sk, struct sdp_zc_map *map,
 			unpin_user_pages_dirty_lock(map->pages, map->npages, true);
 		else
 			unpin_user_pages(map->pages, map->npages);
-		sdp_mr_uncharge(map->npages);
+		sdp_mr_uncharge(map, map->npages);
 		map->user = false;
 	}
 	map->npages = 0;
@@ -478,7 +490,7 @@ void sdp_mr_orphan(struct sock *sk, struct sdp_zc_map *map)
 		o->mapped = map->mapped;
 		o->user = map->user;
 		if (map->user)
-			sdp_mr_uncharge(map->npages);
+			sdp_mr_uncharge(map, map->npages);
 	}
 	map->pages = NULL;
 	map->sgl = NULL;

@@ -256,6 +256,7 @@ static const char *const sdp_counter_names[SDP_CNT_MAX] = {
 	[SDP_CNT_ZC_FALLBACK_SMALL_READS] = "zcopy_fallback_small_reads",
 	[SDP_CNT_ZC_REG_FAILURES] = "zcopy_reg_failures",
 	[SDP_CNT_ZC_TIMEOUTS] = "zcopy_timeouts",
+	[SDP_CNT_ZC_ASYNC_SENDS] = "zcopy_async_sends",
 };
 
 /* Message names as sdpstat knows them (tx_<name>, rx_<name>). */

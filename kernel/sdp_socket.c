@@ -90,6 +90,9 @@ void sdp_write_space(struct sock *sk)
 	if (wq && wq->fasync_list && !(sk->sk_shutdown & SEND_SHUTDOWN))
 		sock_wake_async(wq, SOCK_WAKE_SPACE, POLL_OUT);
 	rcu_read_unlock();
+	/* The work of an asynchronous send may wait for ring room. */
+	if (wq_has_sleeper(&sdp_sk(sk)->zc_async_wait))
+		wake_up_all(&sdp_sk(sk)->zc_async_wait);
 }
 
 static void sdp_sk_destruct(struct sock *sk)
@@ -131,6 +134,8 @@ static void sdp_sk_init_priv(struct sock *sk)
 	INIT_DELAYED_WORK(&ssk->keepalive_work, sdp_keepalive_work);
 	INIT_DELAYED_WORK(&ssk->ack_work, sdp_ack_work);
 	INIT_DELAYED_WORK(&ssk->zc_grace_work, sdp_zc_grace_work);
+	INIT_WORK(&ssk->zc_async_work, sdp_zc_async_work);
+	init_waitqueue_head(&ssk->zc_async_wait);
 	INIT_DELAYED_WORK(&ssk->tx_watch_work, sdp_tx_watch_work);
 	INIT_DELAYED_WORK(&ssk->comm_est_work, sdp_comm_est_work);
 	INIT_DELAYED_WORK(&ssk->fallback_work, sdp_fb_work);

@@ -21,6 +21,7 @@ int sysctl_sdp_zcopy_thresh = 65536;
 int sysctl_sdp_zcopy_chunk = 2 << 20;
 int sysctl_sdp_zcopy_cancel_ms = 5000;
 int sysctl_sdp_zcopy_fail_reg;
+int sysctl_sdp_zcopy_async = 1;
 int sysctl_sdp_zcopy_sink_wait_ms = SDP_CORE_ZC_GRACE_MS;
 int sysctl_sdp_max_half_open = 32;
 int sysctl_sdp_max_conns = 65536;
@@ -231,6 +232,15 @@ static struct ctl_table sdp_sysctl_table[] = {
 	{
 		.procname = "zcopy_fail_reg",
 		.data = &sysctl_sdp_zcopy_fail_reg,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_zero,
+		.extra2 = &sdp_one,
+	},
+	{
+		.procname = "zcopy_async",
+		.data = &sysctl_sdp_zcopy_async,
 		.maxlen = sizeof(int),
 		.mode = 0644,
 		.proc_handler = proc_dointvec_minmax,

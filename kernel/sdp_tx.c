@@ -10,6 +10,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/scatterlist.h>
 #include <linux/sched/signal.h>
 #include <linux/uio.h>
 
@@ -411,6 +412,63 @@ static int sdp_wait_connected(struct sock *sk, long *timeo)
 	return 0;
 }
 
+/*
+ * Queue len bytes of sgl, from byte skip on, as Data: the rest of an offer
+ * the peer stopped reading after its send() had returned (the pages are
+ * still pinned).  For the asynchronous send that owns the stream
+ * (tx_busy), from its work: waits for ring room as long as the connection
+ * lives, as TCP's queue drains after send() returned.  The bytes were
+ * counted in snd_queued when the send returned.
+ */
+int sdp_tx_copy_sg(struct sock *sk, struct scatterlist *sgl,
+		   unsigned int nents, size_t skip, size_t len)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	long timeo = MAX_SCHEDULE_TIMEOUT;
+
+	sock_owned_by_me(sk);
+	WARN_ON_ONCE(!ssk->tx_busy);
+
+	while (len) {
+		struct sdp_buf *b;
+		size_t n;
+
+		if (sk->sk_err || ssk->qp_error || !ssk->res_ready)
+			return -EPIPE;
+		b = sdp_tx_segment(ssk);
+		if (!b) {
+			DEFINE_WAIT_FUNC(wait, woken_wake_function);
+			wait_queue_head_t *wq = sdp_zc_waitq(sk);
+			long slice = sdp_zc_wait_slice(sk, timeo);
+
+			sdp_push(sk, 0);
+			add_wait_queue(wq, &wait);
+			sk_wait_event(sk, &slice,
+				      sdp_tx_room(ssk) || READ_ONCE(sk->sk_err) ||
+				      READ_ONCE(ssk->qp_error), &wait);
+			remove_wait_queue(wq, &wait);
+			continue;
+		}
+		n = min_t(size_t, len, ssk->seg_max - (b->end - SDP_BSDH_SIZE));
+		if (sg_pcopy_to_buffer(sgl, nents, (u8 *)b->data + b->end, n,
+				       skip) != n) {
+			if (b->end == SDP_BSDH_SIZE)
+				ssk->tx.tail--;
+			return -EFAULT;
+		}
+		b->end += n;
+		skip += n;
+		len -= n;
+		SDP_ADD(sk, SDP_CNT_CPU_COPY_BYTES, n);
+		ssk->stats.tx_bcopy_bytes += n;
+		ssk->stats.tx_bytes += n;
+		if (b->end - SDP_BSDH_SIZE >= ssk->seg_max)
+			sdp_push(sk, 0);
+	}
+	sdp_push(sk, 0);
+	return 0;
+}
+
 /* The zero-copy send ended by a signal or SO_SNDTIMEO, not a failure. */
 static bool sdp_zc_send_interrupted(int err)
 {
@@ -423,8 +481,10 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 	struct sdp_sock *ssk = sdp_sk(sk);
 	int flags = msg->msg_flags;
 	size_t copied = 0, bcopy_budget = 0;
+	struct sdp_zc_async_req async = {};
 	struct sk_buff *notify = NULL;
 	bool bcopied = false;	/* this call copied bytes (ZEROCOPY_COPIED) */
+	bool async_ok;
 	int intr_err = 0;	/* a signal or SO_SNDTIMEO ended an offer */
 	bool zcopy;
 	int thresh;
@@ -436,9 +496,17 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 
 	lock_sock(sk);
 	timeo = sock_sndtimeo(sk, flags & MSG_DONTWAIT);
-	/* Zero copy for large blocking sends; urgent data goes by bcopy. */
+	/*
+	 * Zero copy for large blocking sends, and for sends that learn of
+	 * their buffer's release asynchronously (MSG_ZEROCOPY, io_uring's
+	 * SEND_ZC), which need not wait for the peer; urgent data goes by
+	 * bcopy.
+	 */
 	thresh = sdp_zc_thresh(ssk);
-	zcopy = timeo && !(flags & MSG_OOB) && thresh > 0 && size >= thresh;
+	async_ok = READ_ONCE(sysctl_sdp_zcopy_async) &&
+		   (msg->msg_ubuf || sdp_zc_notify_wanted(sk, msg, size));
+	zcopy = (timeo || async_ok) && !(flags & MSG_OOB) && thresh > 0 &&
+		size >= thresh;
 	if (!((1 << sk->sk_state) & (TCPF_ESTABLISHED | TCPF_CLOSE_WAIT))) {
 		err = sdp_wait_connected(sk, &timeo);
 		if (!err && sdp_fallen_back(sk)) {
@@ -475,7 +543,15 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 		}
 		if (zcopy && !bcopy_budget && ssk->zc_max_pages &&
 		    msg_data_left(msg) >= thresh) {
-			switch (sdp_zc_send(sk, msg, &timeo, &copied, &err)) {
+			async.notify = notify;
+			async.ubuf = msg->msg_ubuf;
+			async.bcopied = bcopied;
+			switch (sdp_zc_send(sk, msg, &timeo, &copied, &err,
+					    async_ok ? &async : NULL)) {
+			case SDP_ZC_NEXT_ASYNC:
+				/* Its work notifies now. */
+				notify = NULL;
+				continue;
 			case SDP_ZC_NEXT_ZCOPY:
 				continue;
 			case SDP_ZC_NEXT_BCOPY_REST:

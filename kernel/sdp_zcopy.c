@@ -57,6 +57,7 @@ int sdp_zc_thresh(const struct sdp_sock *ssk)
 /* Wake every waiter, the uninterruptible ones of this file included. */
 void sdp_zc_wake(struct sock *sk)
 {
+	struct sdp_sock *ssk = sdp_sk(sk);
 	struct socket_wq *wq;
 
 	rcu_read_lock();
@@ -64,6 +65,33 @@ void sdp_zc_wake(struct sock *sk)
 	if (skwq_has_sleeper(wq))
 		wake_up_all(&wq->wait);
 	rcu_read_unlock();
+	if (wq_has_sleeper(&ssk->zc_async_wait))
+		wake_up_all(&ssk->zc_async_wait);
+}
+
+/*
+ * Where a zero-copy wait sleeps: on the socket's wait queue, or for the
+ * work of an asynchronous send on one of the sdp_sock (the struct socket
+ * may be gone: close()).  Socket lock held.
+ */
+wait_queue_head_t *sdp_zc_waitq(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	return current == ssk->zc_async_task ? &ssk->zc_async_wait :
+					       sk_sleep(sk);
+}
+
+/*
+ * How long one sleep of a wait for timeo may last.  The work of an
+ * asynchronous send looks again every 100 ms: a state change that only
+ * wakes the socket's own wait queue (sk_state_change()) reaches it then.
+ */
+long sdp_zc_wait_slice(struct sock *sk, long timeo)
+{
+	if (current != sdp_sk(sk)->zc_async_task)
+		return timeo;
+	return min_t(long, timeo, HZ / 10);
 }
 
 /* A send work request completed: wake a zero-copy call waiting for an idle SQ. */
@@ -161,14 +189,15 @@ static bool sdp_zc_qp_down(struct sock *sk)
 ({									\
 	DEFINE_WAIT_FUNC(__wait, woken_wake_function);			\
 	long __t = msecs_to_jiffies(ms);				\
+	wait_queue_head_t *__wq = sdp_zc_waitq(sk);			\
 									\
-	add_wait_queue(sk_sleep(sk), &__wait);				\
+	add_wait_queue(__wq, &__wait);					\
 	while (!(cond) && !(stop) && __t) {				\
 		release_sock(sk);					\
 		__t = wait_woken(&__wait, TASK_UNINTERRUPTIBLE, __t);	\
 		lock_sock(sk);						\
 	}								\
-	remove_wait_queue(sk_sleep(sk), &__wait);			\
+	remove_wait_queue(__wq, &__wait);				\
 	(cond) || (stop);						\
 })
 #define sdp_zc_wait_bounded(sk, cond, stop)				\
@@ -442,16 +471,16 @@ static int sdp_zc_write(struct sock *sk, struct sdp_zc_map *map,
 	return sdp_zc_dead(sk) ? -EPIPE : 0;
 }
 
-/* SrcAvail for map's bytes; wait until the sink read them or stopped. */
-static int sdp_zc_offer(struct sock *sk, struct sdp_zc_map *map,
-			struct ib_reg_wr *reg, long *timeo, bool *too_big)
+/* Post the SrcAvail for map's bytes behind its registration. */
+static int sdp_zc_offer_post(struct sock *sk, struct sdp_zc_map *map,
+			     struct ib_reg_wr *reg, bool *too_big)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct ib_mr *mr = ssk->zc_mr[map->which];
 	struct sdp_core_zc zc = { .len = map->len, .rkey = mr->rkey,
 				  .vaddr = mr->iova };
 	struct sdp_buf *b = sdp_ring_buf(&ssk->ctl, ssk->ctl.post);
-	int len, err = 0;
+	int len;
 
 	sock_owned_by_me(sk);
 
@@ -468,27 +497,40 @@ static int sdp_zc_offer(struct sock *sk, struct sdp_zc_map *map,
 		return -EPIPE;
 	map->wr_out++; /* the REG_MR */
 	ssk->stats.src_avail_sent++;
+	return 0;
+}
 
-	/*
-	 * Until the offer ends: the sink read it all, or it sent SendSM, the
-	 * core cancelled the rest and the sink answered the cancel.  Waiting
-	 * for that answer is waiting for the peer to take our messages, as a
-	 * TCP sender waits for a window: for as long as the peer is alive
-	 * (the send watch probes it while nothing is outstanding), unless a
-	 * signal or SO_SNDTIMEO comes.  A fixed bound here reset live peers
-	 * whose answer was merely late (under loss).
-	 */
+/*
+ * Wait until our SrcAvail ends: the sink read it all, or it sent SendSM,
+ * the core cancelled the rest and the sink answered the cancel.  Waiting
+ * for that answer is waiting for the peer to take our messages, as a TCP
+ * sender waits for a window: for as long as the peer is alive (the send
+ * watch probes it while nothing is outstanding), unless a signal or
+ * SO_SNDTIMEO comes (never to the work of an asynchronous send).  A fixed
+ * bound here reset live peers whose answer was merely late (under loss).
+ */
+static int sdp_zc_offer_wait(struct sock *sk, long *timeo)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	int err;
+
+	sock_owned_by_me(sk);
+
 	for (;;) {
 		DEFINE_WAIT_FUNC(wait, woken_wake_function);
+		wait_queue_head_t *wq = sdp_zc_waitq(sk);
+		long slice = sdp_zc_wait_slice(sk, *timeo);
 
 		if (sdp_zc_src_ended(ssk) || sdp_zc_dead(sk))
-			return err;
+			return 0;
 		if (!*timeo || signal_pending(current))
 			break;
-		add_wait_queue(sk_sleep(sk), &wait);
-		sk_wait_event(sk, timeo,
+		add_wait_queue(wq, &wait);
+		sk_wait_event(sk, &slice,
 			      sdp_zc_src_ended(ssk) || sdp_zc_dead(sk), &wait);
-		remove_wait_queue(sk_sleep(sk), &wait);
+		remove_wait_queue(wq, &wait);
+		if (*timeo != MAX_SCHEDULE_TIMEOUT)
+			*timeo = slice;
 	}
 	/*
 	 * A signal or the send timeout: take the offer back, unless a
@@ -507,16 +549,77 @@ static int sdp_zc_offer(struct sock *sk, struct sdp_zc_map *map,
 	return err;
 }
 
+/* SrcAvail for map's bytes; wait until the sink read them or stopped. */
+static int sdp_zc_offer(struct sock *sk, struct sdp_zc_map *map,
+			struct ib_reg_wr *reg, long *timeo, bool *too_big)
+{
+	int err = sdp_zc_offer_post(sk, map, reg, too_big);
+
+	if (err || *too_big)
+		return err;
+	return sdp_zc_offer_wait(sk, timeo);
+}
+
+/* Bytes the peer took by zero copy: the stream and the counters. */
+static void sdp_zc_tx_account(struct sock *sk, u32 sent, bool queued)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	if (!sent)
+		return;
+	if (!queued)
+		WRITE_ONCE(ssk->snd_queued, ssk->snd_queued + sent);
+	WRITE_ONCE(ssk->snd_acked, ssk->snd_acked + sent);
+	SDP_ADD(sk, SDP_CNT_ZC_TX_BYTES, sent);
+	SDP_INC(sk, SDP_CNT_ZC_TX_SEGS);
+	ssk->stats.zc_tx_bytes += sent;
+	ssk->stats.tx_bytes += sent;
+	ssk->stats.zc_tx_segs++;
+}
+
+/*
+ * The SrcAvail is posted and covers the rest of an asynchronous send: the
+ * send returns now, and sdp_zc_async_work() ends the offer.  The stream
+ * stays the offer's (tx_busy) until then.
+ */
+static void sdp_zc_async_start(struct sock *sk, struct msghdr *msg,
+			       size_t *copied, struct sdp_zc_async_req *async)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	u32 len = ssk->zc[SDP_ZC_TX].len;
+
+	sock_owned_by_me(sk);
+
+	ssk->zc_async = true;
+	ssk->zc_async_copied = async->bcopied;
+	ssk->zc_async_notify = async->notify;
+	async->notify = NULL;
+	if (ssk->zc_async_notify)
+		ssk->zc_async_id = (u32)atomic_fetch_inc(&sk->sk_zckey);
+	ssk->zc_async_ubuf = async->ubuf;
+	if (async->ubuf)
+		net_zcopy_get(async->ubuf);
+	iov_iter_advance(&msg->msg_iter, len);
+	*copied += len;
+	WRITE_ONCE(ssk->snd_queued, ssk->snd_queued + len);
+	SDP_INC(sk, SDP_CNT_ZC_ASYNC_SENDS);
+	sock_hold(sk);
+	queue_work(sdp_zc_wq, &ssk->zc_async_work);
+}
+
 /*
  * Send the next bytes of msg by zero copy: one registration, by RDMA Write
  * into the peer's SinkAvail if it advertised one, else by SrcAvail.
  * *copied and the iterator advance by what the peer took.  The result
  * says how sdp_sendmsg() goes on; with SDP_ZC_NEXT_ERROR, *err is the
  * error to return (signal, timeout, connection gone) after whatever was
- * sent.
+ * sent.  With `async` (MSG_ZEROCOPY, io_uring SEND_ZC), an offer of all
+ * that is left returns at once (SDP_ZC_NEXT_ASYNC), and a send that may
+ * not block takes zero copy only that way.
  */
 enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
-			     long *timeo, size_t *copied, int *err)
+			     long *timeo, size_t *copied, int *err,
+			     struct sdp_zc_async_req *async)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct sdp_zc_map *map = &ssk->zc[SDP_ZC_TX];
@@ -537,6 +640,9 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 			return SDP_ZC_NEXT_ERROR;
 		if (!ssk->reg_idle_sq || sdp_sq_idle(ssk))
 			break;
+		/* A send that may not block does not wait for the queue. */
+		if (!*timeo)
+			return SDP_ZC_NEXT_BCOPY_REST;
 		/* The lock is dropped meanwhile: look at the ring again. */
 		*err = sdp_zc_wait_sq_idle(sk);
 		if (*err)
@@ -559,8 +665,15 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 	if (sdp_core_sink_len(&ssk->core))
 		want = min_t(size_t, want, sdp_core_sink_len(&ssk->core));
 	next = SDP_ZC_NEXT_BCOPY_REST; /* unless registered */
+	/* Without blocking, only an offer of all that is left. */
+	if (!*timeo && want < msg_data_left(msg))
+		goto out;
 	if (sdp_mr_collect(ssk, map, &msg->msg_iter, want, false) < 0)
 		goto out;
+	if (!*timeo && map->len < msg_data_left(msg)) {
+		sdp_mr_release(sk, map, false);
+		goto out;
+	}
 	if (sdp_mr_register(sk, map, &reg)) {
 		sdp_mr_release(sk, map, false);
 		goto out;
@@ -573,6 +686,22 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 		*err = sdp_zc_write(sk, map, &zc, &reg);
 		if (!*err)
 			sent = zc.len;
+	} else if (async && map->len == msg_data_left(msg) &&
+		   (map->user || async->ubuf)) {
+		reg.access = IB_ACCESS_REMOTE_READ;
+		map->remote = true;
+		*err = sdp_zc_offer_post(sk, map, &reg, &too_big);
+		if (!*err && !too_big) {
+			sdp_zc_async_start(sk, msg, copied, async);
+			return SDP_ZC_NEXT_ASYNC; /* tx_busy stays the offer's */
+		}
+		if (too_big)
+			next = SDP_ZC_NEXT_BCOPY_REST;
+	} else if (!*timeo) {
+		/* Not all of it in one offer (several iovecs), no waiting. */
+		sdp_zc_finish(sk, map);
+		next = SDP_ZC_NEXT_BCOPY_REST;
+		goto out;
 	} else {
 		reg.access = IB_ACCESS_REMOTE_READ;
 		map->remote = true;
@@ -592,13 +721,7 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 	if (sent) {
 		iov_iter_advance(&msg->msg_iter, sent);
 		*copied += sent;
-		WRITE_ONCE(ssk->snd_queued, ssk->snd_queued + sent);
-		WRITE_ONCE(ssk->snd_acked, ssk->snd_acked + sent);
-		SDP_ADD(sk, SDP_CNT_ZC_TX_BYTES, sent);
-		SDP_INC(sk, SDP_CNT_ZC_TX_SEGS);
-		ssk->stats.zc_tx_bytes += sent;
-		ssk->stats.tx_bytes += sent;
-		ssk->stats.zc_tx_segs++;
+		sdp_zc_tx_account(sk, sent, false);
 	}
 	if (next != SDP_ZC_NEXT_ERROR && sdp_zc_dead(sk)) {
 		next = SDP_ZC_NEXT_ERROR;
@@ -608,6 +731,68 @@ out:
 	ssk->tx_busy = false;
 	sdp_zc_wake(sk);
 	return next;
+}
+
+/*
+ * End the offer of an asynchronous send (sdp_zc_async_start()), in a work
+ * of its own: wait until the sink read it or stopped; send by bcopy what
+ * it did not read (a SendSM: MSG_PEEK, small reads, nobody reading),
+ * from the still pinned pages, ahead of any later byte; invalidate the
+ * key and unpin; only then notify: the buffer is the application's again.
+ * A shutdown(SHUT_WR) or close() that came meanwhile goes on after.
+ * Nothing interrupts the wait but the connection's end, which the send
+ * watch brings to a dead peer, and fin_timeout to a closed socket.
+ */
+void sdp_zc_async_work(struct work_struct *work)
+{
+	struct sdp_sock *ssk = container_of(work, struct sdp_sock,
+					    zc_async_work);
+	struct sock *sk = &ssk->sk;
+	struct sdp_zc_map *map = &ssk->zc[SDP_ZC_TX];
+	long timeo = MAX_SCHEDULE_TIMEOUT;
+	bool destroy = false;
+	u32 sent = 0;
+
+	lock_sock(sk);
+	ssk->zc_async_task = current;
+	sdp_zc_offer_wait(sk, &timeo);
+	if (sdp_core_src_end(&ssk->core, &sent) == SDP_SRC_STOPPED &&
+	    !sdp_zc_dead(sk)) {
+		SDP_INC_SK(ssk, SDP_CNT_ZC_FALLBACK_SEND_SM, fallback_send_sm);
+		sdp_core_src_release(&ssk->core);
+		if (sent < map->len &&
+		    !sdp_tx_copy_sg(sk, map->sgl, map->npages, sent,
+				    map->len - sent))
+			ssk->zc_async_copied = true;
+	}
+	sdp_zc_finish(sk, map);
+	sdp_core_src_release(&ssk->core);
+	sdp_zc_tx_account(sk, sent, true);
+
+	if (ssk->zc_async_notify)
+		sdp_zc_notify_id(sk, ssk->zc_async_notify, ssk->zc_async_id,
+				 ssk->zc_async_copied);
+	if (ssk->zc_async_ubuf)
+		sdp_zc_ubuf_done(ssk->zc_async_ubuf, !ssk->zc_async_copied);
+	ssk->zc_async_notify = NULL;
+	ssk->zc_async_ubuf = NULL;
+	ssk->zc_async = false;
+	ssk->zc_async_task = NULL;
+	ssk->tx_busy = false;
+	if (ssk->zc_async_fin) {
+		ssk->zc_async_fin = false;
+		sdp_shutdown_send(sk);
+	}
+	if (ssk->zc_async_close) {
+		ssk->zc_async_close = false;
+		destroy = sdp_zc_async_closed(sk);
+	}
+	/* Senders and pollers (POLLOUT) waited for the stream. */
+	sdp_zc_wake(sk);
+	release_sock(sk);
+	if (destroy)
+		sdp_destroy_resources(sk);
+	sock_put(sk);
 }
 
 /* ---- sink side ------------------------------------------------------------------- */

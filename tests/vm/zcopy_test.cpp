@@ -16,10 +16,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <fcntl.h>
+#include <fstream>
 #include <iostream>
 #include <liburing.h>
 #include <linux/capability.h>
 #include <linux/errqueue.h>
+#include <linux/sockios.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <random>
@@ -926,10 +928,12 @@ ZcRun run_zerocopy(int family, int proto, int port)
     for (size_t size : kZcSizes) {
         const sdp_sock_stats before = sdp ? sock_stats(client.get()) : sdp_sock_stats{};
         send_at(size, MSG_ZEROCOPY);
-        if (sdp)
-            run.bcopied.push_back(sock_stats(client.get()).tx_bcopy_bytes != before.tx_bcopy_bytes);
         std::vector<ZcNote> got;
         collect_notes(client.get(), id, &got);
+        // Up to the notification: a send may return with its offer in
+        // flight, and the rest of an offer given up goes by bcopy then.
+        if (sdp)
+            run.bcopied.push_back(sock_stats(client.get()).tx_bcopy_bytes != before.tx_bcopy_bytes);
         EXPECT_EQ(got.size(), 1u) << "send " << id;
         if (!got.empty())
             run.singles.push_back(got.front());
@@ -1039,12 +1043,13 @@ TEST(MsgZerocopy, CopiedIsPerSend)
         ASSERT_EQ(send(fd, big.data(), big.size(), MSG_ZEROCOPY | MSG_NOSIGNAL),
                   static_cast<ssize_t>(big.size()))
             << strerror(errno);
-        // Only this thread sends by zero copy: the counter's growth is
-        // what this send carried without a copy.
-        const bool whole = sock_stats(fd).zc_tx_bytes - zc_before == big.size();
         std::vector<ZcNote> got;
         collect_notes(fd, id, &got);
         ASSERT_EQ(got.size(), 1u) << "send " << id;
+        // Only this thread sends by zero copy: the counter's growth up to
+        // the notification (a send may return with its offer in flight)
+        // is what this send carried without a copy.
+        const bool whole = sock_stats(fd).zc_tx_bytes - zc_before == big.size();
         EXPECT_EQ(got[0].ee.ee_info, id);
         EXPECT_EQ(got[0].ee.ee_data, id);
         const bool copied = (got[0].ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED) != 0;
@@ -1057,6 +1062,244 @@ TEST(MsgZerocopy, CopiedIsPerSend)
     reader.join();
     EXPECT_GT(small_bytes.load(), 0u) << "the other thread sent nothing";
     EXPECT_GT(zero_copied, 0) << "no 1 MiB send went whole by zero copy";
+}
+
+// ---- MSG_ZEROCOPY sends that return with the transfer in flight --------------
+
+// VmPin of this process in KiB (pages pinned for zero copy are charged to
+// it, as ib_umem_get()'s are); -1 if unreadable.
+long vm_pin_kib()
+{
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("VmPin:", 0) == 0)
+            return std::strtol(line.c_str() + 6, nullptr, 10);
+    return -1;
+}
+
+// No notification on the error queue now.
+bool no_note_yet(int fd)
+{
+    ZcNote n;
+    return !read_note(fd, &n);
+}
+
+// The client of p with SO_ZEROCOPY set; offers wait 5 s for a reader
+// (the fixture restores zcopy_sink_wait_ms).
+int zerocopy_client(const Pair& p)
+{
+    set_sysctl("zcopy_sink_wait_ms", "5000");
+    enable_zerocopy(p.client.get(), true);
+    return p.client.get();
+}
+
+// A MSG_ZEROCOPY send of an SDP socket returns once the SrcAvail is out,
+// without waiting for the peer to read; until the peer has read the buffer
+// and its key is invalid there is no notification, the pages stay pinned
+// (VmPin) and the stream is the offer's (no POLLOUT, SIOCOUTQ counts the
+// bytes).  Then the notification comes (zero copy, not COPIED), the pin
+// goes, and the next send takes the next number.
+TEST_F(ZeroCopy, MsgZerocopySendReturnsBeforeThePeerReads)
+{
+    const int c = zerocopy_client(p_);
+    const long pin_before = vm_pin_kib();
+    std::vector<unsigned char> a(kMiB), b(kMiB);
+    fill(a, 0);
+    fill(b, 0, 1);
+    ASSERT_EQ(send(c, a.data(), a.size(), MSG_ZEROCOPY | MSG_NOSIGNAL),
+              static_cast<ssize_t>(a.size()))
+        << strerror(errno);
+    EXPECT_EQ(sock_stats(c).src_avail_sent, 1u);
+    EXPECT_EQ(delta("zcopy_async_sends"), 1u);
+    EXPECT_TRUE(no_note_yet(c)) << "notified before the peer read the buffer";
+    EXPECT_GE(vm_pin_kib() - pin_before, 1024) << "the buffer is not pinned";
+    int outq = -1;
+    EXPECT_EQ(ioctl(c, SIOCOUTQ, &outq), 0);
+    EXPECT_EQ(outq, static_cast<int>(kMiB));
+    pollfd pfd{c, POLLOUT, 0};
+    EXPECT_EQ(poll(&pfd, 1, 0), 0) << "revents " << pfd.revents;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_TRUE(no_note_yet(c)) << "notified while nobody read";
+
+    recv_stream(p_.server.get(), kMiB, kMiB);
+    std::vector<ZcNote> notes;
+    collect_notes(c, 0, &notes);
+    ASSERT_EQ(notes.size(), 1u);
+    EXPECT_EQ(notes[0].ee.ee_info, 0u);
+    EXPECT_EQ(notes[0].ee.ee_data, 0u);
+    EXPECT_EQ(notes[0].ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED, 0) << "read by RDMA, not copied";
+    EXPECT_EQ(vm_pin_kib(), pin_before) << "the pin outlived the notification";
+    pfd.revents = 0;
+    EXPECT_EQ(poll(&pfd, 1, 5000), 1);
+    EXPECT_NE(pfd.revents & POLLOUT, 0);
+
+    // The next one takes number 1, read while it is offered.
+    std::thread reader([&] { recv_stream(p_.server.get(), kMiB, kMiB / 4, 1, MSG_WAITALL); });
+    ASSERT_EQ(send(c, b.data(), b.size(), MSG_ZEROCOPY | MSG_NOSIGNAL),
+              static_cast<ssize_t>(b.size()))
+        << strerror(errno);
+    collect_notes(c, 1, &notes);
+    reader.join();
+    ASSERT_EQ(notes.size(), 2u);
+    EXPECT_EQ(notes[1].ee.ee_info, 1u);
+    EXPECT_EQ(notes[1].ee.ee_data, 1u);
+    const sdp_sock_stats st = sock_stats(c);
+    EXPECT_EQ(st.tx_bytes, 2 * kMiB);
+    EXPECT_EQ(st.zc_tx_bytes + st.tx_bcopy_bytes, 2 * kMiB);
+    EXPECT_EQ(ioctl(c, SIOCOUTQ, &outq), 0);
+    EXPECT_EQ(outq, 0);
+    EXPECT_TRUE(no_note_yet(c));
+}
+
+// Send `len` pattern bytes (seed) from an anonymous mapping with
+// MSG_ZEROCOPY; returns the mapping (the caller unmaps it).
+unsigned char* send_mapped(int fd, size_t len, uint64_t seed, int flags = 0)
+{
+    void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT_NE(p, MAP_FAILED) << strerror(errno);
+    if (p == MAP_FAILED)
+        return nullptr;
+    auto* buf = static_cast<unsigned char*>(p);
+    for (size_t i = 0; i < len; i++)
+        buf[i] = pattern(i, seed);
+    EXPECT_EQ(send(fd, buf, len, MSG_ZEROCOPY | MSG_NOSIGNAL | flags), static_cast<ssize_t>(len))
+        << strerror(errno);
+    return buf;
+}
+
+// The sink stops reading an offer after send() returned (MSG_PEEK over it:
+// SendSM): the rest goes by bcopy from the still pinned buffer, in order,
+// and the notification says COPIED.
+TEST_F(ZeroCopy, MsgZerocopyRestOfAGivenUpOfferGoesByBcopy)
+{
+    const int c = zerocopy_client(p_);
+    std::vector<unsigned char> a(kMiB);
+    fill(a, 0, 7);
+    ASSERT_EQ(send(c, a.data(), a.size(), MSG_ZEROCOPY | MSG_NOSIGNAL),
+              static_cast<ssize_t>(a.size()))
+        << strerror(errno);
+    EXPECT_TRUE(no_note_yet(c));
+    unsigned char head[100];
+    ASSERT_EQ(recv(p_.server.get(), head, sizeof(head), MSG_PEEK),
+              static_cast<ssize_t>(sizeof(head)))
+        << strerror(errno);
+    for (size_t i = 0; i < sizeof(head); i++)
+        ASSERT_EQ(head[i], pattern(i, 7)) << "byte " << i;
+    recv_stream(p_.server.get(), kMiB, 256 * 1024, 7);
+    std::vector<ZcNote> notes;
+    collect_notes(c, 0, &notes);
+    ASSERT_EQ(notes.size(), 1u);
+    EXPECT_NE(notes[0].ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED, 0);
+    EXPECT_GE(delta("zcopy_fallback_send_sm"), 1u);
+    EXPECT_GE(delta("zcopy_fallback_peek"), 1u);
+    const sdp_sock_stats st = sock_stats(c);
+    EXPECT_EQ(st.zc_tx_bytes + st.tx_bcopy_bytes, kMiB);
+    EXPECT_GT(st.tx_bcopy_bytes, 0u);
+}
+
+// Once send() returned, the program may unmap the buffer before the
+// notification, or fork and let the child write to its copy: the pages
+// the peer reads stay pinned and unchanged, as TCP's skbs hold theirs.
+TEST_F(ZeroCopy, MsgZerocopyUnmapOrForkAfterTheSendKeepsTheBytes)
+{
+    const int c = zerocopy_client(p_);
+    unsigned char* buf = send_mapped(c, kMiB, 3);
+    ASSERT_NE(buf, nullptr);
+    ASSERT_EQ(munmap(buf, kMiB), 0);
+    recv_stream(p_.server.get(), kMiB, kMiB, 3, MSG_WAITALL);
+
+    buf = send_mapped(c, kMiB, 4);
+    ASSERT_NE(buf, nullptr);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0) << strerror(errno);
+    if (child == 0) {
+        std::memset(buf, 0xee, kMiB); // its own copy
+        _exit(0);
+    }
+    int status = -1;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    recv_stream(p_.server.get(), kMiB, kMiB, 4, MSG_WAITALL);
+    std::vector<ZcNote> notes;
+    collect_notes(c, 1, &notes);
+    ASSERT_FALSE(notes.empty());
+    EXPECT_EQ(notes.back().ee.ee_data, 1u);
+    for (size_t i = 0; i < kMiB; i++)
+        ASSERT_EQ(buf[i], pattern(i, 4)) << "the parent's buffer changed at " << i;
+    munmap(buf, kMiB);
+    EXPECT_EQ(delta("zcopy_async_sends"), 2u);
+}
+
+// close() and shutdown(SHUT_WR) right after a send that returned with its
+// offer in flight: the peer reads every byte, then the end of the stream,
+// as over TCP (the FIN goes after the queue).
+TEST_F(ZeroCopy, MsgZerocopyShutdownAndCloseGoAfterTheBytes)
+{
+    const int c = zerocopy_client(p_);
+    unsigned char* buf = send_mapped(c, kMiB, 5);
+    ASSERT_NE(buf, nullptr);
+    EXPECT_EQ(shutdown(c, SHUT_WR), 0) << strerror(errno);
+    errno = 0;
+    EXPECT_EQ(send(c, buf, 10, MSG_NOSIGNAL), -1);
+    EXPECT_EQ(errno, EPIPE);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    recv_stream(p_.server.get(), kMiB, kMiB, 5, MSG_WAITALL);
+    char byte;
+    EXPECT_EQ(recv(p_.server.get(), &byte, 1, 0), 0) << "no end of stream after the bytes";
+    std::vector<ZcNote> notes;
+    collect_notes(c, 0, &notes);
+    munmap(buf, kMiB);
+
+    // The same with close(), on a second connection.
+    Pair q = ::sdp::vmtest::connected_pair(kAddrA, port_ + 1000);
+    ASSERT_GE(q.server.get(), 0);
+    enable_zerocopy(q.client.get(), true);
+    buf = send_mapped(q.client.get(), kMiB, 6);
+    ASSERT_NE(buf, nullptr);
+    q.client.reset();
+    munmap(buf, kMiB);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    recv_stream(q.server.get(), kMiB, 256 * 1024, 6);
+    EXPECT_EQ(recv(q.server.get(), &byte, 1, 0), 0) << "no end of stream after the bytes";
+    EXPECT_EQ(delta("zcopy_async_sends"), 2u);
+}
+
+// A non-blocking MSG_ZEROCOPY send goes by zero copy too (it waits for
+// nobody); the next one gets EAGAIN, and poll() no POLLOUT, while the offer
+// owns the stream.  If the peer resets the connection instead of reading,
+// the notification still comes (the buffer is free), as TCP's does.
+TEST_F(ZeroCopy, MsgZerocopyNonblockingSendAndAPeerThatResets)
+{
+    const int c = zerocopy_client(p_);
+    unsigned char* buf = send_mapped(c, kMiB, 8, MSG_DONTWAIT);
+    ASSERT_NE(buf, nullptr);
+    EXPECT_EQ(sock_stats(c).src_avail_sent, 1u);
+    errno = 0;
+    EXPECT_EQ(send(c, buf, kMiB, MSG_ZEROCOPY | MSG_DONTWAIT | MSG_NOSIGNAL), -1);
+    EXPECT_EQ(errno, EAGAIN);
+    pollfd pfd{c, POLLOUT, 0};
+    EXPECT_EQ(poll(&pfd, 1, 0), 0) << "revents " << pfd.revents;
+    recv_stream(p_.server.get(), kMiB, kMiB, 8, MSG_WAITALL);
+    std::vector<ZcNote> notes;
+    collect_notes(c, 0, &notes);
+    ASSERT_EQ(notes.size(), 1u);
+    EXPECT_EQ(notes[0].ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED, 0);
+    EXPECT_EQ(poll(&pfd, 1, 5000), 1);
+
+    // Offered, then the peer closes without reading: a reset.
+    ASSERT_EQ(send(c, buf, kMiB, MSG_ZEROCOPY | MSG_DONTWAIT | MSG_NOSIGNAL),
+              static_cast<ssize_t>(kMiB))
+        << strerror(errno);
+    p_.server.reset();
+    collect_notes(c, 1, &notes);
+    ASSERT_EQ(notes.size(), 2u);
+    EXPECT_EQ(notes[1].ee.ee_info, 1u);
+    char byte = 0;
+    errno = 0;
+    EXPECT_EQ(send(c, &byte, 1, MSG_NOSIGNAL), -1);
+    EXPECT_TRUE(errno == ECONNRESET || errno == EPIPE) << strerror(errno);
+    munmap(buf, kMiB);
 }
 
 // The option itself answers as TCP's: 0 and 1 only, an int at least,
@@ -1162,6 +1405,7 @@ constexpr size_t kUringReply = 3000;
 struct UringRun {
     std::vector<UringCqe> cqes;
     bool reply_intact = false;
+    uint64_t zc_tx_bytes = 0; // SDP: bytes the peer read by RDMA
 };
 
 // A connected pair; the client sends each size with SEND_ZC (even
@@ -1245,6 +1489,8 @@ UringRun run_uring_zc(int proto, int port)
     std::vector<unsigned char> want(kUringReply);
     fill(want, 0, 7);
     run.reply_intact = reply == want;
+    if (proto == IPPROTO_SDP)
+        run.zc_tx_bytes = sock_stats(client.get()).zc_tx_bytes;
     io_uring_queue_exit(&ring);
     return run;
 }
@@ -1279,6 +1525,41 @@ TEST(IoUringZerocopy, CompletionsAsTcps)
         EXPECT_EQ(last, tail) << who;
         EXPECT_TRUE(r->reply_intact) << who;
     }
+    // The requests of 64 KiB and more went by zero copy: io_uring issues
+    // them without blocking, and such a send offers its buffer and returns.
+    EXPECT_GE(sdp.zc_tx_bytes, kMiB) << "SEND_ZC copied on SDP";
+}
+
+// A SEND_ZC request on SDP completes once its SrcAvail is out; its NOTIF
+// completion comes only when the peer has read the buffer, not before.
+TEST(IoUringZerocopy, NotifOnlyOnceThePeerRead)
+{
+    set_sysctl("zcopy_sink_wait_ms", "5000"); // the offer waits for the reader
+    struct Restore {
+        ~Restore() { set_sysctl("zcopy_sink_wait_ms", "200"); }
+    } restore;
+    ConnectedPair pair = connected_pair(AF_INET, IPPROTO_SDP, 7392);
+    ASSERT_GE(pair.server.get(), 0);
+    io_uring ring{};
+    ASSERT_EQ(io_uring_queue_init(8, &ring, 0), 0);
+    std::vector<unsigned char> buf(kMiB);
+    fill(buf, 0, 9);
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    io_uring_prep_send_zc(sqe, pair.client.get(), buf.data(), buf.size(), MSG_NOSIGNAL, 0);
+    io_uring_sqe_set_data64(sqe, 1);
+    ASSERT_EQ(io_uring_submit(&ring), 1);
+    UringCqe c;
+    ASSERT_TRUE(next_cqe(&ring, &c));
+    EXPECT_EQ(c, (UringCqe{1, static_cast<int>(kMiB), IORING_CQE_F_MORE}));
+    EXPECT_EQ(sock_stats(pair.client.get()).src_avail_sent, 1u);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    io_uring_cqe* early = nullptr;
+    EXPECT_EQ(io_uring_peek_cqe(&ring, &early), -EAGAIN) << "NOTIF before the peer read";
+    recv_stream(pair.server.get(), kMiB, kMiB, 9, MSG_WAITALL);
+    ASSERT_TRUE(next_cqe(&ring, &c));
+    EXPECT_EQ(c, (UringCqe{1, 0, IORING_CQE_F_NOTIF}));
+    EXPECT_EQ(sock_stats(pair.client.get()).zc_tx_bytes, kMiB);
+    io_uring_queue_exit(&ring);
 }
 
 } // namespace
