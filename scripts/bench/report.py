@@ -62,7 +62,7 @@ ZCOPY = [
     (("sdp-bench", "sdp-bcopy", "throughput"), "SDP bcopy"),
     (("sdp-bench", "sdp", "throughput"), "SDP"),
 ]
-# The zero-copy send interfaces (each send waits for its notification).
+# The zero-copy send interfaces (a buffer is reused after its notification).
 ZC_API = [
     (("ib_read_bw", "verbs", "throughput"), "raw read"),
     (("sdp-bench", "sdp", "throughput"), "SDP"),
@@ -175,7 +175,7 @@ def zc_api_table(data, sizes, lines):
                for f in ("sdp-msgzc", "sdp-uringzc") for s in sizes):
         return
     lines.append("Zero-copy send interfaces, SDP stream MB/s (best run): blocking send(),")
-    lines.append("MSG_ZEROCOPY and io_uring SEND_ZC, each send waiting for its notification")
+    lines.append("MSG_ZEROCOPY and io_uring SEND_ZC (a buffer reused after its notification)")
     cols = [name for _, name in ZC_API]
     head = f"  {'size':>8}" + "".join(f"{c:>11}" for c in cols)
     head += f"{'MSG_ZC/read':>13}{'SEND_ZC/read':>14}{'MSG_ZC c/B':>12}{'SEND_ZC c/B':>13}"

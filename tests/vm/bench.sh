@@ -320,7 +320,7 @@ sb_opts[inet]=
 sb_opts[sdp]=
 sb_opts[sdp-bcopy]="--zcopy-thresh 0"
 # The zero-copy send interfaces at the zero-copy sizes: MSG_ZEROCOPY and
-# io_uring SEND_ZC (each send waits for its notification), against the
+# io_uring SEND_ZC (a buffer is sent again after its notification), against the
 # blocking send() of series sdp.
 sb_port[sdp-msgzc]=18523
 sb_port[sdp-uringzc]=18524

@@ -72,8 +72,8 @@ if [ -s "$dir/async.err" ]; then
 	grep -q 'falling back to blocking' "$dir/async.err" || fail "unexpected stderr from --async"
 fi
 
-# Zero-copy sends: MSG_ZEROCOPY (each send waits for its notification)
-# and io_uring SEND_ZC (for its NOTIF completion).
+# Zero-copy sends: MSG_ZEROCOPY and io_uring SEND_ZC, a buffer sent again
+# after its notification (the error queue's, the NOTIF completion).
 client --zerocopy msg --sizes 64k --bytes 8M --verify --csv > "$dir/zc-msg.csv" 2> "$dir/zc-msg.err" ||
 	fail "--zerocopy msg client failed"
 grep -Eq '^inet,stream,65536,[0-9.]+,[0-9.]+,,,8388608,ok$' "$dir/zc-msg.csv" || fail "bad --zerocopy msg line"

@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -273,13 +275,17 @@ class Io {
         }
         return got;
     }
-    // Each buffer in order, `len` bytes each.
+    // Each buffer in order, `len` bytes each.  A zero-copy Io may return
+    // with sends in flight: a buffer is the program's again only after
+    // release_buffers().
     virtual void send_each(int fd, const std::vector<std::uint8_t*>& bufs, std::size_t count,
                            std::size_t len)
     {
         for (std::size_t i = 0; i < count; i++)
             send_all(fd, bufs[i], len);
     }
+    // Wait until no send of send_each() uses its buffer any more.
+    virtual void release_buffers(int /*fd*/) {}
 };
 
 class BlockingIo : public Io {
@@ -488,12 +494,42 @@ class UringZcIo : public UringIo {
                 fail_errno("io_uring send_zc", -res);
         }
     }
-    // One request at a time: each waits for its notification.
+    // As a program keeps its buffers busy: one request at a time, each
+    // waiting for its result but not for its NOTIF; a buffer is sent again
+    // only after the NOTIF of its previous request.
     void send_each(int fd, const std::vector<std::uint8_t*>& bufs, std::size_t count,
                    std::size_t len) override
     {
-        for (std::size_t i = 0; i < count; i++)
-            send_all(fd, bufs[i], len);
+        for (std::size_t i = 0; i < count; i++) {
+            auto it = in_flight_.find(bufs[i]);
+            if (it != in_flight_.end())
+                wait_notif(it->second);
+            std::size_t done = 0;
+            while (done < len) {
+                const std::uint64_t id = next_id_++;
+                io_uring_sqe* sqe = get_sqe();
+                io_uring_prep_send_zc(sqe, fd, bufs[i] + done, len - done, MSG_NOSIGNAL, 0);
+                io_uring_sqe_set_data64(sqe, id);
+                int rc = 0;
+                do {
+                    rc = io_uring_submit(&ring_);
+                } while (rc == -EINTR);
+                if (rc < 0)
+                    fail_errno("io_uring_submit", -rc);
+                const int res = wait_result(id);
+                if (res < 0 && res != -EINTR)
+                    fail_errno("io_uring send_zc", -res);
+                if (res > 0)
+                    done += static_cast<std::size_t>(res);
+                in_flight_[bufs[i]] = id;
+            }
+        }
+    }
+    void release_buffers(int /*fd*/) override
+    {
+        if (next_id_ > 0)
+            wait_notif(next_id_ - 1);
+        in_flight_.clear();
     }
     std::string summary() const override
     {
@@ -503,7 +539,58 @@ class UringZcIo : public UringIo {
   private:
     friend class UringIo; // open_ring()
     UringZcIo() = default;
+
+    // Reap one completion: a request's result (kept in results_) or a NOTIF.
+    void reap_one()
+    {
+        io_uring_cqe* cqe = nullptr;
+        int rc = 0;
+        do {
+            rc = io_uring_wait_cqe(&ring_, &cqe);
+        } while (rc == -EINTR);
+        if (rc < 0)
+            fail_errno("io_uring_wait_cqe", -rc);
+        const std::uint64_t id = io_uring_cqe_get_data64(cqe);
+        if ((cqe->flags & IORING_CQE_F_NOTIF) != 0) {
+            notifications_++;
+            mark_notified(id);
+        } else {
+            results_[id] = cqe->res;
+            // A request that fails or sends nothing has no NOTIF.
+            if ((cqe->flags & IORING_CQE_F_MORE) == 0)
+                mark_notified(id);
+        }
+        io_uring_cqe_seen(&ring_, cqe);
+    }
+    void mark_notified(std::uint64_t id)
+    {
+        notified_.insert(id);
+        while (!notified_.empty() && *notified_.begin() == notified_below_) {
+            notified_.erase(notified_.begin());
+            notified_below_++;
+        }
+    }
+    int wait_result(std::uint64_t id)
+    {
+        while (results_.find(id) == results_.end())
+            reap_one();
+        const int res = results_[id];
+        results_.erase(id);
+        return res;
+    }
+    // Until every request up to id has its NOTIF (in any order).
+    void wait_notif(std::uint64_t id)
+    {
+        while (notified_below_ <= id)
+            reap_one();
+    }
+
     std::uint64_t notifications_ = 0;
+    std::uint64_t next_id_ = 0;
+    std::map<const std::uint8_t*, std::uint64_t> in_flight_; // buffer: its last request
+    std::map<std::uint64_t, int> results_;
+    std::set<std::uint64_t> notified_; // above notified_below_
+    std::uint64_t notified_below_ = 0; // every request below it has its NOTIF
 };
 #endif
 
@@ -519,9 +606,9 @@ void enable_zerocopy(int fd)
         fail_errno("setsockopt(SO_ZEROCOPY)", err);
 }
 
-// MSG_ZEROCOPY sends.  Each waits for its own notification on the error
-// queue, so the buffer is the program's again when send_some() returns,
-// as after a blocking send().
+// MSG_ZEROCOPY sends.  send_some() waits for its own notification on the
+// error queue, so the buffer is the program's again when it returns, as
+// after a blocking send(); send_each() keeps its buffers busy.
 class MsgZerocopyIo : public BlockingIo {
   public:
     void on_connect(int fd) override
@@ -531,20 +618,38 @@ class MsgZerocopyIo : public BlockingIo {
         notified_ = 0;
         sends_ = 0;
         copied_ = 0;
+        in_flight_.clear();
     }
     std::size_t send_some(int fd, const std::uint8_t* p, std::size_t n) override
     {
-        while (true) {
-            const ssize_t k = send(fd, p, n, MSG_NOSIGNAL | MSG_ZEROCOPY);
-            if (k > 0) {
-                wait_notified(fd, next_id_++);
-                return static_cast<std::size_t>(k);
+        const std::size_t k = send_zc(fd, p, n);
+        if (k > 0)
+            wait_notified(fd, next_id_ - 1);
+        return k;
+    }
+    // As a program keeps its buffers busy: a buffer is sent again only
+    // after the notification of its previous send, not at once.
+    void send_each(int fd, const std::vector<std::uint8_t*>& bufs, std::size_t count,
+                   std::size_t len) override
+    {
+        for (std::size_t i = 0; i < count; i++) {
+            auto it = in_flight_.find(bufs[i]);
+            if (it != in_flight_.end())
+                wait_notified(fd, it->second);
+            for (std::size_t done = 0; done < len;) {
+                const std::size_t k = send_zc(fd, bufs[i] + done, len - done);
+                if (k == 0)
+                    throw std::runtime_error("send(MSG_ZEROCOPY) sent nothing");
+                done += k;
             }
-            if (k == 0)
-                return 0;
-            if (errno != EINTR)
-                fail_errno("send(MSG_ZEROCOPY)", errno);
+            in_flight_[bufs[i]] = next_id_ - 1;
         }
+    }
+    void release_buffers(int fd) override
+    {
+        if (next_id_ > 0)
+            wait_notified(fd, next_id_ - 1);
+        in_flight_.clear();
     }
     std::string summary() const override
     {
@@ -553,6 +658,21 @@ class MsgZerocopyIo : public BlockingIo {
     }
 
   private:
+    // One send(MSG_ZEROCOPY); a send of some bytes takes the next number.
+    std::size_t send_zc(int fd, const std::uint8_t* p, std::size_t n)
+    {
+        while (true) {
+            const ssize_t k = send(fd, p, n, MSG_NOSIGNAL | MSG_ZEROCOPY);
+            if (k > 0) {
+                next_id_++;
+                return static_cast<std::size_t>(k);
+            }
+            if (k == 0)
+                return 0;
+            if (errno != EINTR)
+                fail_errno("send(MSG_ZEROCOPY)", errno);
+        }
+    }
     // Read notifications until the one numbered id has come (ranges).
     void wait_notified(int fd, std::uint32_t id)
     {
@@ -597,7 +717,8 @@ class MsgZerocopyIo : public BlockingIo {
     }
 
     std::uint32_t next_id_ = 0;
-    std::uint32_t notified_ = 0; // every number below it was notified
+    std::uint32_t notified_ = 0;                             // every number below it was notified
+    std::map<const std::uint8_t*, std::uint32_t> in_flight_; // buffer: its last send
     std::uint64_t sends_ = 0;
     std::uint64_t copied_ = 0;
 };
@@ -838,17 +959,25 @@ Measurement run_stream(Io& io, int fd, const Options& o, std::uint32_t size)
     const std::size_t batch = std::min(nbufs, per_check);
     const auto t0 = Clock::now();
     std::uint64_t sent = 0; // messages
+    // The buffers go round (a zero-copy Io may still be sending the last
+    // ones); with --verify each is refilled once every send is done with it.
+    std::vector<std::uint8_t*> round;
     while (count == 0 ? seconds_since(t0) < o.duration_s : sent < count) {
         std::size_t n = batch;
         if (count != 0)
             n = static_cast<std::size_t>(std::min<std::uint64_t>(n, count - sent));
+        round.clear();
+        for (std::size_t i = 0; i < n; i++)
+            round.push_back(bufs[(sent + i) % nbufs]);
         if (o.verify) {
+            io.release_buffers(fd);
             for (std::size_t i = 0; i < n; i++)
-                pattern_fill(bufs[i], size, (sent + i) * size);
+                pattern_fill(round[i], size, (sent + i) * size);
         }
-        io.send_each(fd, bufs, n, size);
+        io.send_each(fd, round, n, size);
         sent += n;
     }
+    io.release_buffers(fd);
     if (count == 0 && shutdown(fd, SHUT_WR) != 0)
         fail_errno("shutdown(SHUT_WR) to end the stream", errno);
 
