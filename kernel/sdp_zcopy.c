@@ -615,7 +615,9 @@ static void sdp_zc_async_start(struct sock *sk, struct msghdr *msg,
  * error to return (signal, timeout, connection gone) after whatever was
  * sent.  With `async` (MSG_ZEROCOPY, io_uring SEND_ZC), an offer of all
  * that is left returns at once (SDP_ZC_NEXT_ASYNC), and a send that may
- * not block takes zero copy only that way.
+ * not block takes zero copy only that way: for one registration, the rest
+ * of the send then ends as TCP's does when its buffer is full (the count so
+ * far, or EAGAIN for the next call until the offer has ended).
  */
 enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 			     long *timeo, size_t *copied, int *err,
@@ -665,15 +667,8 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 	if (sdp_core_sink_len(&ssk->core))
 		want = min_t(size_t, want, sdp_core_sink_len(&ssk->core));
 	next = SDP_ZC_NEXT_BCOPY_REST; /* unless registered */
-	/* Without blocking, only an offer of all that is left. */
-	if (!*timeo && want < msg_data_left(msg))
-		goto out;
 	if (sdp_mr_collect(ssk, map, &msg->msg_iter, want, false) < 0)
 		goto out;
-	if (!*timeo && map->len < msg_data_left(msg)) {
-		sdp_mr_release(sk, map, false);
-		goto out;
-	}
 	if (sdp_mr_register(sk, map, &reg)) {
 		sdp_mr_release(sk, map, false);
 		goto out;
@@ -686,7 +681,7 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 		*err = sdp_zc_write(sk, map, &zc, &reg);
 		if (!*err)
 			sent = zc.len;
-	} else if (async && map->len == msg_data_left(msg) &&
+	} else if (async && (map->len == msg_data_left(msg) || !*timeo) &&
 		   (map->user || async->ubuf)) {
 		reg.access = IB_ACCESS_REMOTE_READ;
 		map->remote = true;
@@ -698,7 +693,7 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 		if (too_big)
 			next = SDP_ZC_NEXT_BCOPY_REST;
 	} else if (!*timeo) {
-		/* Not all of it in one offer (several iovecs), no waiting. */
+		/* No asynchronous offer (kernel memory), no waiting. */
 		sdp_zc_finish(sk, map);
 		next = SDP_ZC_NEXT_BCOPY_REST;
 		goto out;

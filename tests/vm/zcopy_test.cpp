@@ -1302,6 +1302,55 @@ TEST_F(ZeroCopy, MsgZerocopyNonblockingSendAndAPeerThatResets)
     munmap(buf, kMiB);
 }
 
+// A non-blocking MSG_ZEROCOPY send larger than one registration (2 MiB
+// less a page on Soft-RoCE) offers one and returns its length, as TCP's
+// returns what its send buffer took; the program sends the rest when
+// POLLOUT comes.  Every byte goes by RDMA, none copied; each send that
+// returned a count has its number, no notification says COPIED.
+TEST_F(ZeroCopy, MsgZerocopyNonblockingSendLargerThanARegistration)
+{
+    const int c = zerocopy_client(p_);
+    constexpr size_t kLen = 5 * kMiB;
+    std::vector<unsigned char> a(kLen);
+    fill(a, 0, 10);
+    std::thread reader([&] { recv_stream(p_.server.get(), kLen, 2 * kMiB, 10); });
+    size_t done = 0;
+    uint32_t sends = 0;
+    ssize_t first = -1;
+    while (done < kLen) {
+        const ssize_t n =
+            send(c, a.data() + done, kLen - done, MSG_ZEROCOPY | MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0) {
+            ASSERT_EQ(errno, EAGAIN) << strerror(errno);
+            pollfd pfd{c, POLLOUT, 0};
+            ASSERT_EQ(poll(&pfd, 1, 10000 * wait_scale()), 1) << "no POLLOUT after the offer";
+            continue;
+        }
+        ASSERT_GT(n, 0);
+        if (first < 0)
+            first = n;
+        done += static_cast<size_t>(n);
+        sends++;
+    }
+    reader.join();
+    EXPECT_GT(first, 0);
+    EXPECT_LE(first, static_cast<ssize_t>(2 * kMiB)) << "more than one registration at once";
+    EXPECT_GE(sends, 3u);
+    std::vector<ZcNote> notes;
+    collect_notes(c, sends - 1, &notes);
+    uint32_t next = 0;
+    for (const ZcNote& n : notes) {
+        EXPECT_EQ(n.ee.ee_info, next) << "a gap in the numbers";
+        EXPECT_EQ(n.ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED, 0) << "ids " << n.ee.ee_info;
+        next = n.ee.ee_data + 1;
+    }
+    EXPECT_EQ(next, sends);
+    const sdp_sock_stats st = sock_stats(c);
+    EXPECT_EQ(st.zc_tx_bytes, kLen);
+    EXPECT_EQ(st.tx_bcopy_bytes, 0u);
+    EXPECT_EQ(delta("zcopy_async_sends"), sends);
+}
+
 // The option itself answers as TCP's: 0 and 1 only, an int at least,
 // read back through getsockopt(SOL_SOCKET, SO_ZEROCOPY); on SDP sockets
 // of both kinds also at SOL_SDP (SDP_ZEROCOPY), and at SOL_SOCKET where
@@ -1559,6 +1608,42 @@ TEST(IoUringZerocopy, NotifOnlyOnceThePeerRead)
     ASSERT_TRUE(next_cqe(&ring, &c));
     EXPECT_EQ(c, (UringCqe{1, 0, IORING_CQE_F_NOTIF}));
     EXPECT_EQ(sock_stats(pair.client.get()).zc_tx_bytes, kMiB);
+    io_uring_queue_exit(&ring);
+}
+
+// A SEND_ZC larger than one registration with MSG_WAITALL: io_uring's
+// non-blocking issue gets one registration's offer (a short count), and
+// goes on by itself when POLLOUT comes; one result for all of it, one
+// NOTIF, every byte by RDMA and none copied.
+TEST(IoUringZerocopy, WaitallLargerThanARegistrationCopiesNothing)
+{
+    set_sysctl("zcopy_sink_wait_ms", "5000");
+    struct Restore {
+        ~Restore() { set_sysctl("zcopy_sink_wait_ms", "200"); }
+    } restore;
+    ConnectedPair pair = connected_pair(AF_INET, IPPROTO_SDP, 7393);
+    ASSERT_GE(pair.server.get(), 0);
+    io_uring ring{};
+    ASSERT_EQ(io_uring_queue_init(8, &ring, 0), 0);
+    constexpr size_t kLen = 5 * kMiB;
+    std::vector<unsigned char> buf(kLen);
+    fill(buf, 0, 11);
+    std::thread reader([&] { recv_stream(pair.server.get(), kLen, 2 * kMiB, 11); });
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    io_uring_prep_send_zc(sqe, pair.client.get(), buf.data(), buf.size(),
+                          MSG_NOSIGNAL | MSG_WAITALL, 0);
+    io_uring_sqe_set_data64(sqe, 1);
+    ASSERT_EQ(io_uring_submit(&ring), 1);
+    UringCqe c;
+    ASSERT_TRUE(next_cqe(&ring, &c));
+    EXPECT_EQ(c, (UringCqe{1, static_cast<int>(kLen), IORING_CQE_F_MORE}));
+    ASSERT_TRUE(next_cqe(&ring, &c));
+    EXPECT_EQ(c, (UringCqe{1, 0, IORING_CQE_F_NOTIF}));
+    reader.join();
+    const sdp_sock_stats st = sock_stats(pair.client.get());
+    EXPECT_EQ(st.zc_tx_bytes, kLen);
+    EXPECT_EQ(st.tx_bcopy_bytes, 0u);
+    EXPECT_GE(st.src_avail_sent, 3u);
     io_uring_queue_exit(&ring);
 }
 
