@@ -365,6 +365,17 @@ struct sdp_sock {
 	 * sends keeps the queue busy until the wait gives up.
 	 */
 	unsigned int sq_idle_waiters;
+	/*
+	 * A non-blocking zero-copy send got EAGAIN for a busy send queue
+	 * (reg_idle_sq): nothing else is queued and EPOLLOUT waits until the
+	 * queue is idle; sdp_zc_sq_progress() clears it and wakes the pollers.
+	 */
+	bool zc_sq_wanted;
+	/*
+	 * The same for a non-blocking receive of the peer's offer: poll
+	 * leaves the offer out of the readable bytes until the queue is idle.
+	 */
+	bool zc_rx_sq_wanted;
 	bool drain_posted;   /* the receive drain marker is posted */
 	bool rq_drained;     /* ... and flushed: the responder stopped */
 	bool conn_counted;   /* counted in sdp_conns (net.sdp.max_conns) */
@@ -571,6 +582,18 @@ static inline void sdp_disconnect(struct sdp_sock *ssk)
 	}
 }
 
+/*
+ * New Data waits: a zero-copy send of another call owns the stream
+ * (tx_busy), or a registration waits for an idle send queue (a call asleep
+ * for it, or a non-blocking zero-copy send that got EAGAIN for it).  Read
+ * without the socket lock by poll.
+ */
+static inline bool sdp_tx_held(const struct sdp_sock *ssk)
+{
+	return READ_ONCE(ssk->tx_busy) || READ_ONCE(ssk->sq_idle_waiters) ||
+	       READ_ONCE(ssk->zc_sq_wanted);
+}
+
 /* Every send work request posted so far has completed.  Socket lock held. */
 static inline bool sdp_sq_idle(const struct sdp_sock *ssk)
 {
@@ -628,6 +651,7 @@ enum sdp_counter {
 	SDP_CNT_ZC_REG_FAILURES,
 	SDP_CNT_ZC_TIMEOUTS,
 	SDP_CNT_ZC_ASYNC_SENDS,
+	SDP_CNT_ZC_SQ_BUSY_AGAIN,
 	SDP_CNT_MAX
 };
 
@@ -790,6 +814,7 @@ enum sdp_zc_next {
 	SDP_ZC_NEXT_BCOPY_REST,	 /* the rest of this send by bcopy */
 	SDP_ZC_NEXT_ERROR,	 /* stop with what was sent, else the error */
 	SDP_ZC_NEXT_ASYNC,	 /* the rest is offered; the send returns */
+	SDP_ZC_NEXT_AGAIN,	 /* may not block: EAGAIN after what was sent */
 };
 /* What an asynchronous send (MSG_ZEROCOPY, io_uring SEND_ZC) brings. */
 struct sdp_zc_async_req {

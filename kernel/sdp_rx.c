@@ -548,7 +548,8 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 			 * the source sends the bytes now.  A blocking call
 			 * waits for them; a non-blocking one never sleeps,
 			 * whatever the peer offers (EAGAIN, as TCP says
-			 * before the bytes are in).
+			 * before the bytes are in), nor for the idle send
+			 * queue a read of the offer needs on rxe.
 			 */
 		}
 

@@ -905,10 +905,10 @@ out:
 
 /*
  * A send would queue bytes now: what sdp_sendmsg() checks before it takes
- * a segment.  Not while a zero-copy transfer owns the stream (tx_busy) or
- * a registration waits for an idle send queue: a non-blocking send gets
- * EAGAIN then, so EPOLLOUT would make an event loop spin.  Both end with
- * sdp_zc_wake(), which wakes every poller.
+ * a segment.  Not while a zero-copy transfer owns the stream or a
+ * registration waits for an idle send queue (sdp_tx_held()): a
+ * non-blocking send gets EAGAIN then, so EPOLLOUT would make an event loop
+ * spin.  Each ends with sdp_zc_wake(), which wakes every poller.
  */
 static bool sdp_writable(struct sock *sk)
 {
@@ -916,7 +916,7 @@ static bool sdp_writable(struct sock *sk)
 
 	if (!READ_ONCE(ssk->res_ready))
 		return true;
-	if (READ_ONCE(ssk->tx_busy) || READ_ONCE(ssk->sq_idle_waiters))
+	if (sdp_tx_held(ssk))
 		return false;
 	return READ_ONCE(ssk->tx.tail) - READ_ONCE(ssk->tx.done) < ssk->tx.count;
 }
@@ -946,9 +946,12 @@ static __poll_t sdp_poll(struct file *file, struct socket *sock,
 		mask |= EPOLLIN | EPOLLRDNORM | EPOLLRDHUP;
 
 	if (state != TCP_SYN_SENT && state != TCP_SYN_RECV) {
-		u64 avail = READ_ONCE(ssk->rcv_nxt) - READ_ONCE(ssk->copied_seq) +
-			    READ_ONCE(ssk->rsa_avail);
+		u64 avail = READ_ONCE(ssk->rcv_nxt) - READ_ONCE(ssk->copied_seq);
 		int target = sock_rcvlowat(sk, 0, INT_MAX);
+
+		/* An offer a receive cannot take yet (zc_rx_sq_wanted). */
+		if (!READ_ONCE(ssk->zc_rx_sq_wanted))
+			avail += READ_ONCE(ssk->rsa_avail);
 
 		if (avail >= (u64)target)
 			mask |= EPOLLIN | EPOLLRDNORM;

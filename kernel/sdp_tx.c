@@ -560,6 +560,8 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			case SDP_ZC_NEXT_BCOPY_CHUNK:
 				bcopy_budget = READ_ONCE(sysctl_sdp_zcopy_chunk);
 				continue;
+			case SDP_ZC_NEXT_AGAIN:
+				goto do_error;
 			default:
 				break;
 			}
@@ -581,14 +583,15 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			zcopy = false;
 			continue;
 		}
-		b = ssk->tx_busy || ssk->sq_idle_waiters ? NULL : sdp_tx_segment(ssk);
+		b = sdp_tx_held(ssk) ? NULL : sdp_tx_segment(ssk);
 		if (!b) {
 			DEFINE_WAIT_FUNC(wait, woken_wake_function);
 
 			/* Ring full: get queued segments moving, then wait
 			 * for a send completion to free a buffer.  Or a zero-
 			 * copy send of another thread owns the stream now, or
-			 * a zero-copy call waits for an idle send queue.
+			 * a zero-copy call waits for an idle send queue
+			 * (sdp_tx_held()).
 			 */
 			sdp_push(sk, 0);
 			set_bit(SOCK_NOSPACE, &sk->sk_socket->flags);
@@ -602,8 +605,7 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			}
 			add_wait_queue(sk_sleep(sk), &wait);
 			sk_wait_event(sk, &timeo,
-				      (sdp_tx_room(ssk) && !READ_ONCE(ssk->tx_busy) &&
-				       !READ_ONCE(ssk->sq_idle_waiters)) ||
+				      (sdp_tx_room(ssk) && !sdp_tx_held(ssk)) ||
 				      READ_ONCE(sk->sk_err) ||
 				      (READ_ONCE(sk->sk_shutdown) & SEND_SHUTDOWN) ||
 				      READ_ONCE(ssk->qp_error), &wait);

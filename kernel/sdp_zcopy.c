@@ -99,8 +99,12 @@ void sdp_zc_sq_progress(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 
-	if (ssk->sq_idle_waiters && sdp_sq_idle(ssk))
+	if ((ssk->sq_idle_waiters || ssk->zc_sq_wanted || ssk->zc_rx_sq_wanted) &&
+	    sdp_sq_idle(ssk)) {
+		WRITE_ONCE(ssk->zc_sq_wanted, false);
+		WRITE_ONCE(ssk->zc_rx_sq_wanted, false);
 		sdp_zc_wake(sk);
+	}
 }
 
 /* Count the zero-copy work requests of a chain that went to the QP. */
@@ -155,6 +159,10 @@ void sdp_zc_complete(struct sock *sk, struct ib_wc *wc)
 		map->wc_status = wc->status;
 	if ((tag & 0xf00) == SDP_ZC_WR_INV)
 		map->inv_done = true;
+	if (sdp_sq_idle(ssk)) {
+		WRITE_ONCE(ssk->zc_sq_wanted, false);
+		WRITE_ONCE(ssk->zc_rx_sq_wanted, false);
+	}
 	sdp_zc_wake(sk);
 }
 
@@ -642,9 +650,22 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 			return SDP_ZC_NEXT_ERROR;
 		if (!ssk->reg_idle_sq || sdp_sq_idle(ssk))
 			break;
-		/* A send that may not block does not wait for the queue. */
-		if (!*timeo)
-			return SDP_ZC_NEXT_BCOPY_REST;
+		/*
+		 * A send that may not block does not wait for the queue.  One
+		 * that asked for zero copy (MSG_ZEROCOPY, SEND_ZC) gets EAGAIN,
+		 * as TCP's does with a full buffer, and POLLOUT once the queue
+		 * is idle (sdp_zc_sq_progress()).  Copied instead, its bytes
+		 * would keep the queue busy for the next send, which would be
+		 * copied too: a stream of them would never see zero copy.
+		 */
+		if (!*timeo) {
+			if (!async || !(async->ubuf || user_backed_iter(&msg->msg_iter)))
+				return SDP_ZC_NEXT_BCOPY_REST;
+			WRITE_ONCE(ssk->zc_sq_wanted, true);
+			SDP_INC(sk, SDP_CNT_ZC_SQ_BUSY_AGAIN);
+			*err = -EAGAIN;
+			return SDP_ZC_NEXT_AGAIN;
+		}
 		/* The lock is dropped meanwhile: look at the ring again. */
 		*err = sdp_zc_wait_sq_idle(sk);
 		if (*err)
@@ -847,6 +868,20 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 		return -EPIPE;
 	if (ssk->rx_busy)
 		return 0;
+	/*
+	 * A registration must wait for an idle send queue (rxe): a blocking
+	 * reader waited in sdp_zc_recv_sq_wait(); a non-blocking one gets
+	 * EAGAIN, and POLLIN once the queue is idle (poll leaves the offer
+	 * out until then).  Giving the offer up instead would send every
+	 * offer of a stream read by non-blocking calls (io_uring, event
+	 * loops) by bcopy: the SendSM and the RdmaRdCompl keep the queue busy.
+	 */
+	if (ssk->zc_max_pages && ssk->reg_idle_sq && !sdp_sq_idle(ssk) &&
+	    !(flags & (MSG_PEEK | MSG_TRUNC)) && sdp_core_rsa_left(&ssk->core)) {
+		WRITE_ONCE(ssk->zc_rx_sq_wanted, true);
+		SDP_INC(sk, SDP_CNT_ZC_SQ_BUSY_AGAIN);
+		return 0;
+	}
 	/* A discard (MSG_TRUNC) has no buffer to read into either: given up
 	 * as a peek is (counted with them), the bytes come by bcopy.
 	 */
@@ -865,11 +900,7 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 	default:
 		return 0;
 	}
-	/* A registration must wait for an idle send queue (rxe): a blocking
-	 * reader waited in sdp_zc_recv_sq_wait(); a non-blocking one never
-	 * sleeps, so the bytes come by bcopy.
-	 */
-	if (!ssk->zc_max_pages || (ssk->reg_idle_sq && !sdp_sq_idle(ssk)))
+	if (!ssk->zc_max_pages)
 		goto abandon;
 	want = min3((size_t)offer.len, len - *copied,
 		    (size_t)READ_ONCE(sysctl_sdp_zcopy_chunk));
