@@ -989,15 +989,19 @@ TEST(MsgZerocopy, NotificationsAsTcps)
         }
         EXPECT_EQ(next, kZcSizes.size() + kZcBatch) << who;
     }
-    // COPIED is the truth about each SDP send: the small ones were copied,
-    // and the zero-copy path carried at least one of the large ones whole.
+    // COPIED is the truth about each SDP send: those below the module's
+    // threshold were copied, and the zero-copy path carried at least one of
+    // the large ones whole.
+    const long thresh = sdp_sysctl("zcopy_thresh");
+    ASSERT_GT(thresh, 0) << "zero copy is off";
+    ASSERT_LE(thresh, static_cast<long>(2 * kMiB)) << "no send reaches the threshold";
     for (const ZcRun* r : {&sdp, &sdp_family_run}) {
         ASSERT_EQ(r->bcopied.size(), kZcSizes.size());
         bool some_zero_copy = false;
         for (size_t i = 0; i < kZcSizes.size(); i++) {
             const bool copied = (r->singles[i].ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED) != 0;
             EXPECT_EQ(copied, r->bcopied[i]) << "send of " << kZcSizes[i] << " bytes";
-            if (kZcSizes[i] < 64 * 1024)
+            if (kZcSizes[i] < static_cast<size_t>(thresh))
                 EXPECT_TRUE(copied) << "send of " << kZcSizes[i] << " bytes";
             some_zero_copy |= !copied;
         }
@@ -1521,6 +1525,15 @@ std::ostream& operator<<(std::ostream& os, const UringCqe& c)
     return os << "{" << c.data << ", " << c.res << ", 0x" << std::hex << c.flags << std::dec << "}";
 }
 
+// For a test's scope: offers wait 5 s for a reader (zcopy_sink_wait_ms,
+// back to its default of 200 after).
+struct LongSinkWait {
+    LongSinkWait() { set_sysctl("zcopy_sink_wait_ms", "5000"); }
+    ~LongSinkWait() { set_sysctl("zcopy_sink_wait_ms", "200"); }
+    LongSinkWait(const LongSinkWait&) = delete;
+    LongSinkWait& operator=(const LongSinkWait&) = delete;
+};
+
 // The next completion, within 10 s (scaled); false on timeout.
 bool next_cqe(io_uring* ring, UringCqe* out)
 {
@@ -1679,10 +1692,7 @@ TEST(IoUringZerocopy, CompletionsAsTcps)
 // completion comes only when the peer has read the buffer, not before.
 TEST(IoUringZerocopy, NotifOnlyOnceThePeerRead)
 {
-    set_sysctl("zcopy_sink_wait_ms", "5000"); // the offer waits for the reader
-    struct Restore {
-        ~Restore() { set_sysctl("zcopy_sink_wait_ms", "200"); }
-    } restore;
+    const LongSinkWait sink_wait;
     ConnectedPair pair = connected_pair(AF_INET, IPPROTO_SDP, 7392);
     ASSERT_GE(pair.server.get(), 0);
     io_uring ring{};
@@ -1713,10 +1723,7 @@ TEST(IoUringZerocopy, NotifOnlyOnceThePeerRead)
 // NOTIF, every byte by RDMA and none copied.
 TEST(IoUringZerocopy, WaitallLargerThanARegistrationCopiesNothing)
 {
-    set_sysctl("zcopy_sink_wait_ms", "5000");
-    struct Restore {
-        ~Restore() { set_sysctl("zcopy_sink_wait_ms", "200"); }
-    } restore;
+    const LongSinkWait sink_wait;
     ConnectedPair pair = connected_pair(AF_INET, IPPROTO_SDP, 7393);
     ASSERT_GE(pair.server.get(), 0);
     io_uring ring{};
