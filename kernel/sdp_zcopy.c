@@ -94,17 +94,27 @@ long sdp_zc_wait_slice(struct sock *sk, long timeo)
 	return min_t(long, timeo, HZ / 10);
 }
 
+/*
+ * The send queue is idle: non-blocking calls that got EAGAIN for it may go
+ * on (poll says so again).  Returns whether anybody waited for it.
+ */
+static bool sdp_zc_sq_idle_reached(struct sdp_sock *ssk)
+{
+	bool waited = ssk->sq_idle_waiters || ssk->zc_sq_wanted ||
+		      ssk->zc_rx_sq_wanted;
+
+	if (!sdp_sq_idle(ssk))
+		return false;
+	WRITE_ONCE(ssk->zc_sq_wanted, false);
+	WRITE_ONCE(ssk->zc_rx_sq_wanted, false);
+	return waited;
+}
+
 /* A send work request completed: wake a zero-copy call waiting for an idle SQ. */
 void sdp_zc_sq_progress(struct sock *sk)
 {
-	struct sdp_sock *ssk = sdp_sk(sk);
-
-	if ((ssk->sq_idle_waiters || ssk->zc_sq_wanted || ssk->zc_rx_sq_wanted) &&
-	    sdp_sq_idle(ssk)) {
-		WRITE_ONCE(ssk->zc_sq_wanted, false);
-		WRITE_ONCE(ssk->zc_rx_sq_wanted, false);
+	if (sdp_zc_sq_idle_reached(sdp_sk(sk)))
 		sdp_zc_wake(sk);
-	}
 }
 
 /* Count the zero-copy work requests of a chain that went to the QP. */
@@ -159,10 +169,7 @@ void sdp_zc_complete(struct sock *sk, struct ib_wc *wc)
 		map->wc_status = wc->status;
 	if ((tag & 0xf00) == SDP_ZC_WR_INV)
 		map->inv_done = true;
-	if (sdp_sq_idle(ssk)) {
-		WRITE_ONCE(ssk->zc_sq_wanted, false);
-		WRITE_ONCE(ssk->zc_rx_sq_wanted, false);
-	}
+	sdp_zc_sq_idle_reached(ssk);
 	sdp_zc_wake(sk);
 }
 
