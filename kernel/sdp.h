@@ -122,6 +122,7 @@ extern int sysctl_sdp_zcopy_cancel_ms; /* bounded wait for a cancel's answer */
 extern int sysctl_sdp_zcopy_fail_reg; /* testing: every registration fails */
 extern int sysctl_sdp_zcopy_sink_wait_ms; /* an offer waits this for a reader */
 extern int sysctl_sdp_zcopy_async; /* MSG_ZEROCOPY sends return once offered */
+extern int sysctl_sdp_zcopy_async_offers; /* ... with this many in flight */
 extern int sysctl_sdp_max_half_open; /* a listener's connections before RTU */
 extern int sysctl_sdp_max_conns; /* connections with RDMA resources */
 extern int sysctl_sdp_tx_stall_ms; /* a send stuck this long resets */
@@ -200,15 +201,26 @@ enum sdp_wr_ring {
 #define SDP_CTL_RING 8 /* control messages: DisConn, credit updates, aborts */
 #define SDP_CTL_BUF_SIZE 64 /* the largest control message is SinkAvail (36) */
 
-/* Work requests a zero-copy transfer may have on the send queue at once. */
-#define SDP_ZC_WRS 8
+/*
+ * Registrations of a socket (struct sdp_zc_map): SDP_ZC_TX for the sending
+ * side, SDP_ZC_RX for the receiving side, and up to SDP_ZC_ASYNC_MAX - 1
+ * more for asynchronous sends whose offers are in flight together (each
+ * takes one; the first takes SDP_ZC_TX).
+ */
+#define SDP_ZC_ASYNC_MAX SDP_CORE_MAX_ADVERTS
+#define SDP_ZC_MAPS (SDP_ZC_ASYNC_MAX + 1)
+/* Work requests zero copy may have on the send queue at once: REG_MR, the
+ * RDMA operation and LOCAL_INV of each registration.
+ */
+#define SDP_ZC_WRS (3 * SDP_ZC_MAPS)
 
 /*
  * One zero-copy registration: the pages of an application (or kernel)
  * buffer, their DMA mapping and the fast-registration MR over them.  Each
- * socket has two, preallocated at connection setup: `tx` for the source
- * side (SrcAvail, RDMA Write from it), `rx` for the sink side (RDMA Read
- * into it, SinkAvail).  Lifecycle: collect pages (pin user pages) -> DMA
+ * socket has two or more, preallocated at connection setup: `tx` for the
+ * source side (SrcAvail, RDMA Write from it), `rx` for the sink side (RDMA
+ * Read into it, SinkAvail), and those of asynchronous sends in flight
+ * together (net.sdp.zcopy_async_offers).  Lifecycle: collect pages (pin user pages) -> DMA
  * map -> REG_MR with a fresh key -> RDMA -> LOCAL_INV -> unmap -> unpin.
  *
  * Locking: the socket lock.  During a transfer the map belongs to the
@@ -224,7 +236,7 @@ struct sdp_zc_map {
 	u32 max_pages;
 	u32 npages;		/* pages held */
 	u32 len;		/* bytes covered */
-	u32 which;		/* 0 tx, 1 rx: wr_id and MR */
+	u32 which;		/* its index: wr_id and MR (SDP_ZC_TX, ...) */
 	enum dma_data_direction dir;
 	bool user;		/* pinned user pages: unpin, uncharge */
 	bool mapped;		/* DMA-mapped (taken over by teardown) */
@@ -266,9 +278,9 @@ struct sdp_res {
 	struct sdp_ring tx;
 	struct sdp_ring ctl;
 	u32 buf_size;
-	struct ib_mr *zc_mr[2];
-	struct sdp_zc_map *zc_unmap[2]; /* mappings teardown must undo */
-	struct sdp_zc_orphan zc_orphan[2];
+	struct ib_mr *zc_mr[SDP_ZC_MAPS];
+	struct sdp_zc_map *zc_unmap[SDP_ZC_MAPS]; /* mappings teardown must undo */
+	struct sdp_zc_orphan zc_orphan[SDP_ZC_MAPS];
 	bool counted; /* in sdp_conns */
 };
 
@@ -389,10 +401,11 @@ struct sdp_sock {
 	/* Zero copy: MRs (RDMA resources, claimed by teardown) and
 	 * registrations (the socket's; see struct sdp_zc_map).
 	 */
-	struct ib_mr *zc_mr[2];
-	struct sdp_zc_map zc[2];
-	struct sdp_zc_orphan zc_orphan[2]; /* for teardown, see the type */
+	struct ib_mr *zc_mr[SDP_ZC_MAPS];
+	struct sdp_zc_map zc[SDP_ZC_MAPS];
+	struct sdp_zc_orphan zc_orphan[SDP_ZC_MAPS]; /* for teardown, see the type */
 	u32 zc_max_pages;
+	u32 zc_nmaps;	    /* registrations of this connection: 2 or more */
 	int zcopy_thresh;   /* -1: net.sdp.zcopy_thresh; WRITE_ONCE */
 	u32 rsa_avail;	    /* sdp_core_rsa_left(), for lockless readers */
 	struct sdp_sock_stats stats;
@@ -513,11 +526,14 @@ struct sdp_sock {
 	struct delayed_work ack_work; /* delayed acknowledgement (Nagle) */
 	struct delayed_work zc_grace_work; /* an offer waits for a reader */
 	/*
-	 * A MSG_ZEROCOPY send that returned with its SrcAvail in flight
-	 * (sdp_zc_async_work(), on sdp_zc_wq, holding a socket reference):
-	 * it owns the transmit side (tx_busy) and zc[SDP_ZC_TX] until the
-	 * offer ended, the rest went by bcopy and the key is invalidated;
-	 * then the notification goes out.  Socket lock.
+	 * MSG_ZEROCOPY (or SEND_ZC) sends that returned with their SrcAvails
+	 * in flight, oldest first (zc_slot[zc_async_head], zc_async_n of
+	 * them): sdp_zc_async_work(), on sdp_zc_wq, holding a socket
+	 * reference, owns the transmit side (tx_busy) until the last ended.
+	 * For each in turn it waits until the offer ended, sends by bcopy
+	 * what the sink did not read, invalidates the key; then the
+	 * notification goes out.  Another asynchronous send may add its
+	 * offer meanwhile (sdp_zc_async_may_join()).  Socket lock.
 	 */
 	struct work_struct zc_async_work;
 	/*
@@ -527,11 +543,22 @@ struct sdp_sock {
 	 */
 	wait_queue_head_t zc_async_wait;
 	struct task_struct *zc_async_task; /* the work's, while it runs */
-	struct sk_buff *zc_async_notify; /* its error-queue notification */
-	struct ubuf_info *zc_async_ubuf; /* or io_uring's, a reference */
-	u32 zc_async_id;		 /* its notification number */
-	bool zc_async;			 /* in flight */
-	bool zc_async_copied;		 /* some of that send went by bcopy */
+	struct sdp_zc_async_slot {
+		struct sdp_zc_map *map;
+		struct sk_buff *notify;	/* its error-queue notification */
+		struct ubuf_info *ubuf;	/* or io_uring's, a reference */
+		u32 id;			/* its notification number */
+		bool copied;		/* some of that send went by bcopy */
+	} zc_slot[SDP_ZC_ASYNC_MAX];
+	u32 zc_async_head;
+	u32 zc_async_n;
+	u32 zc_async_max;   /* offers in flight at most (maps for them) */
+	u32 zc_async_room;  /* ... and as the peer allows; WRITE_ONCE */
+	/* An offer ended with bytes left for bcopy: no new one joins until
+	 * every offer in flight ended (their bytes come first).
+	 */
+	bool zc_async_stopped;
+	bool zc_async;			 /* the work owns the transmit side */
 	bool zc_async_fin;   /* shutdown(SHUT_WR) came meanwhile: DisConn after */
 	bool zc_async_close; /* close() came meanwhile: orphan close after */
 	struct delayed_work tx_watch_work; /* sends that never complete */
@@ -594,11 +621,30 @@ static inline bool sdp_tx_held(const struct sdp_sock *ssk)
 	       READ_ONCE(ssk->zc_sq_wanted);
 }
 
+/*
+ * An asynchronous zero-copy send would join the offers in flight
+ * (sdp_zc_async_may_join(), as far as poll can tell without the lock).
+ */
+static inline bool sdp_zc_async_joinable(const struct sdp_sock *ssk)
+{
+	u32 n = READ_ONCE(ssk->zc_async_n);
+
+	return n && n < READ_ONCE(ssk->zc_async_room) &&
+	       !READ_ONCE(ssk->zc_async_stopped);
+}
+
 /* Every send work request posted so far has completed.  Socket lock held. */
 static inline bool sdp_sq_idle(const struct sdp_sock *ssk)
 {
-	return ssk->tx.done == ssk->tx.post && ssk->ctl.done == ssk->ctl.post &&
-	       !ssk->zc[0].wr_out && !ssk->zc[1].wr_out && !ssk->ka_probe_out;
+	u32 i;
+
+	if (ssk->tx.done != ssk->tx.post || ssk->ctl.done != ssk->ctl.post ||
+	    ssk->ka_probe_out)
+		return false;
+	for (i = 0; i < SDP_ZC_MAPS; i++)
+		if (ssk->zc[i].wr_out)
+			return false;
+	return true;
 }
 
 /* ---- statistics (sdp_proc.c) --------------------------------------------- */
@@ -651,6 +697,7 @@ enum sdp_counter {
 	SDP_CNT_ZC_REG_FAILURES,
 	SDP_CNT_ZC_TIMEOUTS,
 	SDP_CNT_ZC_ASYNC_SENDS,
+	SDP_CNT_ZC_ASYNC_JOINED,
 	SDP_CNT_ZC_SQ_BUSY_AGAIN,
 	SDP_CNT_MAX
 };
@@ -802,6 +849,8 @@ void sdp_mr_orphan(struct sock *sk, struct sdp_zc_map *map);
 /* Zero-copy work requests: the low bits of SDP_WR_ID's tag. */
 #define SDP_ZC_TX 0
 #define SDP_ZC_RX 1
+/* The low bits of a zero-copy wr_id: the registration's index. */
+#define SDP_ZC_WR_MAP 0xff
 #define SDP_ZC_WR_REG 0x100
 #define SDP_ZC_WR_RDMA 0x200
 #define SDP_ZC_WR_INV 0x300

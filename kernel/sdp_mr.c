@@ -14,8 +14,10 @@
  *   orphan    pages a stuck QP may still reach stay until teardown
  *
  * The pool: each socket has two registrations (struct sdp_zc_map, tx and
- * rx) whose page and scatterlist arrays are allocated once and kept across
- * connections, and one MR each per connection (sdp_mr_alloc at setup,
+ * rx), and net.sdp.zcopy_async_offers - 1 more for asynchronous sends in
+ * flight together, whose page and scatterlist arrays are allocated once
+ * and kept across connections (freed if a connection wants fewer), and
+ * one MR each per connection (sdp_mr_alloc at setup,
  * sdp_mr_claim and sdp_mr_teardown at teardown); the data path allocates
  * nothing.  Locking: socket lock for the maps (sock_owned_by_me), res_lock
  * for teardown's unmapping (see sdp_mr_release()).
@@ -37,6 +39,15 @@
 
 /* ---- setup and teardown ---------------------------------------------------- */
 
+static void sdp_mr_free_map(struct sdp_zc_map *map)
+{
+	kvfree(map->pages);
+	kvfree(map->sgl);
+	map->pages = NULL;
+	map->sgl = NULL;
+	map->max_pages = 0;
+}
+
 /*
  * The registrations of a new connection: page and scatterlist arrays (the
  * socket's, kept across connections) and one MR each (the connection's).
@@ -47,15 +58,22 @@ int sdp_mr_alloc(struct sock *sk, struct ib_device *dev, struct ib_pd *pd)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	u32 pages = DIV_ROUND_UP((u32)sysctl_sdp_zcopy_chunk, PAGE_SIZE) + 1;
-	int i;
+	u32 nmaps = 1 + clamp(READ_ONCE(sysctl_sdp_zcopy_async_offers), 1,
+			      SDP_ZC_ASYNC_MAX);
+	u32 i;
 
 	sock_owned_by_me(sk);
 
 	ssk->zc_max_pages = 0;
+	ssk->zc_nmaps = 0;
+	ssk->zc_async_max = 0;
 	pages = min_t(u32, pages, dev->attrs.max_fast_reg_page_list_len);
 	if (pages < 2)
 		return 0;
-	for (i = 0; i < 2; i++) {
+	/* Arrays of registrations this connection does not use: freed. */
+	for (i = nmaps; i < SDP_ZC_MAPS; i++)
+		sdp_mr_free_map(&ssk->zc[i]);
+	for (i = 0; i < nmaps; i++) {
 		struct sdp_zc_map *map = &ssk->zc[i];
 		struct ib_mr *mr;
 
@@ -77,9 +95,12 @@ int sdp_mr_alloc(struct sock *sk, struct ib_device *dev, struct ib_pd *pd)
 		ssk->zc_mr[i] = mr;
 	}
 	ssk->zc_max_pages = pages;
+	ssk->zc_nmaps = nmaps;
+	ssk->zc_async_max = nmaps - 1;
+	sdp_core_set_src_limit(&ssk->core, ssk->zc_async_max);
 	return 0;
 off:
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < SDP_ZC_MAPS; i++) {
 		if (ssk->zc_mr[i])
 			ib_dereg_mr(ssk->zc_mr[i]);
 		ssk->zc_mr[i] = NULL;
@@ -93,13 +114,8 @@ void sdp_mr_free_maps(struct sock *sk)
 	struct sdp_sock *ssk = sdp_sk(sk);
 	int i;
 
-	for (i = 0; i < 2; i++) {
-		kvfree(ssk->zc[i].pages);
-		kvfree(ssk->zc[i].sgl);
-		ssk->zc[i].pages = NULL;
-		ssk->zc[i].sgl = NULL;
-		ssk->zc[i].max_pages = 0;
-	}
+	for (i = 0; i < SDP_ZC_MAPS; i++)
+		sdp_mr_free_map(&ssk->zc[i]);
 }
 
 /*
@@ -115,7 +131,7 @@ void sdp_mr_claim(struct sock *sk, struct sdp_res *res)
 
 	sock_owned_by_me(sk);
 
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < SDP_ZC_MAPS; i++) {
 		res->zc_mr[i] = ssk->zc_mr[i];
 		ssk->zc_mr[i] = NULL;
 		res->zc_unmap[i] = NULL;
@@ -128,6 +144,7 @@ void sdp_mr_claim(struct sock *sk, struct sdp_res *res)
 		memset(&ssk->zc_orphan[i], 0, sizeof(ssk->zc_orphan[i]));
 	}
 	ssk->zc_max_pages = 0;
+	ssk->zc_nmaps = 0;
 	sdp_zc_wake(sk);
 }
 
@@ -138,7 +155,7 @@ void sdp_mr_teardown(struct ib_device *dev, struct sdp_res *res)
 {
 	int i;
 
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < SDP_ZC_MAPS; i++) {
 		struct sdp_zc_map *map = res->zc_unmap[i];
 
 		if (map && dev)

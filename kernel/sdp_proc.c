@@ -257,6 +257,7 @@ static const char *const sdp_counter_names[SDP_CNT_MAX] = {
 	[SDP_CNT_ZC_REG_FAILURES] = "zcopy_reg_failures",
 	[SDP_CNT_ZC_TIMEOUTS] = "zcopy_timeouts",
 	[SDP_CNT_ZC_ASYNC_SENDS] = "zcopy_async_sends",
+	[SDP_CNT_ZC_ASYNC_JOINED] = "zcopy_async_joined",
 	[SDP_CNT_ZC_SQ_BUSY_AGAIN] = "zcopy_sq_busy_again",
 };
 

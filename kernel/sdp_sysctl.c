@@ -22,6 +22,7 @@ int sysctl_sdp_zcopy_chunk = 2 << 20;
 int sysctl_sdp_zcopy_cancel_ms = 5000;
 int sysctl_sdp_zcopy_fail_reg;
 int sysctl_sdp_zcopy_async = 1;
+int sysctl_sdp_zcopy_async_offers = SDP_ZC_ASYNC_MAX;
 int sysctl_sdp_zcopy_sink_wait_ms = SDP_CORE_ZC_GRACE_MS;
 int sysctl_sdp_max_half_open = 32;
 int sysctl_sdp_max_conns = 65536;
@@ -49,6 +50,7 @@ static int sdp_ms_min = 100;
 static int sdp_ms_max = 600000;
 static int sdp_poll_max = 100000;
 static int sdp_one = 1;
+static int sdp_async_offers_max = SDP_ZC_ASYNC_MAX;
 static int sdp_ack_delay_max = 500;
 static int sdp_int_max = INT_MAX;
 static int sdp_chunk_min = 4096;
@@ -246,6 +248,15 @@ static struct ctl_table sdp_sysctl_table[] = {
 		.proc_handler = proc_dointvec_minmax,
 		.extra1 = &sdp_zero,
 		.extra2 = &sdp_one,
+	},
+	{
+		.procname = "zcopy_async_offers",
+		.data = &sysctl_sdp_zcopy_async_offers,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_one,
+		.extra2 = &sdp_async_offers_max,
 	},
 #ifdef SDP_SYSCTL_NEEDS_SENTINEL
 	{}

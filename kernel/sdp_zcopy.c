@@ -122,7 +122,7 @@ static void sdp_zc_posted(struct sdp_sock *ssk, const struct ib_send_wr *wr)
 {
 	for (; wr; wr = wr->next)
 		if (SDP_WR_RING(wr->wr_id) == SDP_WR_ZC)
-			ssk->zc[(u32)wr->wr_id & 1].wr_out++;
+			ssk->zc[(u32)wr->wr_id & SDP_ZC_WR_MAP].wr_out++;
 }
 
 /* Post on a live QP, even of a connection being reset (invalidations). */
@@ -159,9 +159,13 @@ void sdp_zc_complete(struct sock *sk, struct ib_wc *wc)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	u32 tag = (u32)wc->wr_id;
-	struct sdp_zc_map *map = &ssk->zc[tag & 1];
+	struct sdp_zc_map *map;
 
 	sock_owned_by_me(sk);
+
+	if (WARN_ON_ONCE((tag & SDP_ZC_WR_MAP) >= SDP_ZC_MAPS))
+		return;
+	map = &ssk->zc[tag & SDP_ZC_WR_MAP];
 
 	if (map->wr_out)
 		map->wr_out--;
@@ -388,7 +392,7 @@ static bool sdp_zc_finish(struct sock *sk, struct sdp_zc_map *map)
 
 static bool sdp_zc_src_ended(struct sdp_sock *ssk)
 {
-	return sdp_core_src_end(&ssk->core, NULL) > SDP_SRC_PENDING;
+	return sdp_core_src_end(&ssk->core, NULL) != SDP_SRC_PENDING;
 }
 
 /*
@@ -416,11 +420,28 @@ static bool sdp_zc_wr_compl_posted(struct sdp_sock *ssk)
 }
 
 /*
+ * An asynchronous send may add its offer to those of earlier asynchronous
+ * sends in flight: room for one more (net.sdp.zcopy_async_offers, the
+ * peer's max_adverts), none of them ended with bytes left for bcopy (those
+ * come first), no shutdown or close waits for them, and the core agrees
+ * (every offer still offered or read in full).
+ */
+static bool sdp_zc_async_may_join(struct sdp_sock *ssk)
+{
+	sock_owned_by_me(&ssk->sk);
+
+	return ssk->zc_async_n && ssk->zc_async_n < ssk->zc_async_max &&
+	       !ssk->zc_async_stopped && !ssk->zc_async_fin &&
+	       !ssk->zc_async_close && sdp_core_src_room(&ssk->core);
+}
+
+/*
  * Wait (interruptibly, for the send timeout) until the transmit side may
  * start a zero-copy transfer: no other transfer, nothing queued ahead (the
- * offered bytes come after it).
+ * offered bytes come after it).  With `join`, also until an asynchronous
+ * send may add its offer to those in flight (sdp_zc_async_may_join()).
  */
-static int sdp_zc_wait_tx_ready(struct sock *sk, long *timeo)
+static int sdp_zc_wait_tx_ready(struct sock *sk, long *timeo, bool join)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 
@@ -434,6 +455,8 @@ static int sdp_zc_wait_tx_ready(struct sock *sk, long *timeo)
 		sdp_push(sk, SDP_TXO_PUSH);
 		if (!ssk->tx_busy && ssk->tx.post == ssk->tx.tail)
 			return 0;
+		if (join && sdp_zc_async_may_join(ssk))
+			return 0;
 		if (!*timeo)
 			return -EAGAIN;
 		if (signal_pending(current))
@@ -444,7 +467,8 @@ static int sdp_zc_wait_tx_ready(struct sock *sk, long *timeo)
 		sk_wait_event(sk, timeo,
 			      sdp_zc_dead(sk) ||
 			      (!READ_ONCE(ssk->tx_busy) &&
-			       READ_ONCE(ssk->tx.post) == READ_ONCE(ssk->tx.tail)),
+			       READ_ONCE(ssk->tx.post) == READ_ONCE(ssk->tx.tail)) ||
+			      (join && sdp_zc_async_joinable(ssk)),
 			      &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
 		ssk->zc_credit_wait = false;
@@ -594,32 +618,73 @@ static void sdp_zc_tx_account(struct sock *sk, u32 sent, bool queued)
 
 /*
  * The SrcAvail is posted and covers the rest of an asynchronous send: the
- * send returns now, and sdp_zc_async_work() ends the offer.  The stream
- * stays the offer's (tx_busy) until then.
+ * send returns now, and sdp_zc_async_work() ends the offer, after the
+ * offers queued before it.  The stream stays theirs (tx_busy) until then.
  */
 static void sdp_zc_async_start(struct sock *sk, struct msghdr *msg,
-			       size_t *copied, struct sdp_zc_async_req *async)
+			       size_t *copied, struct sdp_zc_async_req *async,
+			       struct sdp_zc_map *map)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
-	u32 len = ssk->zc[SDP_ZC_TX].len;
+	struct sdp_zc_async_slot *slot;
+	struct sdp_core_zc_status st;
+	u32 len = map->len;
 
 	sock_owned_by_me(sk);
 
-	ssk->zc_async = true;
-	ssk->zc_async_copied = async->bcopied;
-	ssk->zc_async_notify = async->notify;
+	slot = &ssk->zc_slot[(ssk->zc_async_head + ssk->zc_async_n) %
+			     SDP_ZC_ASYNC_MAX];
+	slot->map = map;
+	slot->copied = async->bcopied;
+	slot->notify = async->notify;
 	async->notify = NULL;
-	if (ssk->zc_async_notify)
-		ssk->zc_async_id = (u32)atomic_fetch_inc(&sk->sk_zckey);
-	ssk->zc_async_ubuf = async->ubuf;
+	if (slot->notify)
+		slot->id = (u32)atomic_fetch_inc(&sk->sk_zckey);
+	slot->ubuf = async->ubuf;
 	if (async->ubuf)
 		net_zcopy_get(async->ubuf);
 	iov_iter_advance(&msg->msg_iter, len);
 	*copied += len;
 	WRITE_ONCE(ssk->snd_queued, ssk->snd_queued + len);
 	SDP_INC(sk, SDP_CNT_ZC_ASYNC_SENDS);
+	/* How many may be in flight, for poll (sdp_zc_async_joinable()). */
+	sdp_core_zc_query(&ssk->core, &st);
+	WRITE_ONCE(ssk->zc_async_room,
+		   min(ssk->zc_async_max, st.peer_max_adverts));
+	WRITE_ONCE(ssk->zc_async_n, ssk->zc_async_n + 1);
+	if (ssk->zc_async_n > 1) {
+		SDP_INC(sk, SDP_CNT_ZC_ASYNC_JOINED);
+		return; /* the work is at the earlier ones */
+	}
+	ssk->zc_async = true;
+	WRITE_ONCE(ssk->zc_async_stopped, false);
 	sock_hold(sk);
 	queue_work(sdp_zc_wq, &ssk->zc_async_work);
+}
+
+/*
+ * A registration for the next transfer: the transmit side's, or for an
+ * offer joining asynchronous ones in flight, one none of them holds.
+ */
+static struct sdp_zc_map *sdp_zc_tx_map(struct sdp_sock *ssk)
+{
+	u32 i, k;
+
+	if (!ssk->zc_async_n)
+		return &ssk->zc[SDP_ZC_TX];
+	for (i = 0; i < ssk->zc_nmaps; i++) {
+		struct sdp_zc_map *map = &ssk->zc[i];
+		bool held = false;
+
+		if (i == SDP_ZC_RX || map->mapped || !map->pages)
+			continue;
+		for (k = 0; k < ssk->zc_async_n; k++)
+			held |= ssk->zc_slot[(ssk->zc_async_head + k) %
+					     SDP_ZC_ASYNC_MAX].map == map;
+		if (!held)
+			return map;
+	}
+	return NULL;
 }
 
 /*
@@ -639,20 +704,30 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 			     struct sdp_zc_async_req *async)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
-	struct sdp_zc_map *map = &ssk->zc[SDP_ZC_TX];
+	size_t chunk = min_t(size_t, READ_ONCE(sysctl_sdp_zcopy_chunk),
+			     SDP_ZC_MAX_LEN);
 	enum sdp_zc_next next = SDP_ZC_NEXT_ZCOPY;
+	struct sdp_zc_map *map;
 	struct sdp_core_zc zc;
 	struct ib_reg_wr reg;
 	bool too_big = false;
+	bool join;
 	size_t want;
 	u32 sent = 0;
 	int end;
 
 	sock_owned_by_me(sk);
 
+	/*
+	 * An asynchronous send whose offer can cover the rest (or that may
+	 * not block: it offers one registration) may go while earlier ones
+	 * are in flight; any other waits until they ended.
+	 */
+	join = async && (async->ubuf || user_backed_iter(&msg->msg_iter)) &&
+	       (msg_data_left(msg) <= chunk || !*timeo);
 	*err = 0;
 	for (;;) {
-		*err = sdp_zc_wait_tx_ready(sk, timeo);
+		*err = sdp_zc_wait_tx_ready(sk, timeo, join);
 		if (*err)
 			return SDP_ZC_NEXT_ERROR;
 		if (!ssk->reg_idle_sq || sdp_sq_idle(ssk))
@@ -688,10 +763,14 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 	 */
 	if (!sdp_zc_can_offer(ssk))
 		return SDP_ZC_NEXT_BCOPY_CHUNK;
+	/* Joining asynchronous offers in flight: the stream is theirs. */
+	join = ssk->zc_async_n != 0;
+	map = sdp_zc_tx_map(ssk);
+	if (!map)
+		return SDP_ZC_NEXT_BCOPY_CHUNK; /* not seen: may_join said room */
 	ssk->tx_busy = true;
 
-	want = min_t(size_t, msg_data_left(msg), READ_ONCE(sysctl_sdp_zcopy_chunk));
-	want = min_t(size_t, want, SDP_ZC_MAX_LEN);
+	want = min_t(size_t, msg_data_left(msg), chunk);
 	if (sdp_core_sink_len(&ssk->core))
 		want = min_t(size_t, want, sdp_core_sink_len(&ssk->core));
 	next = SDP_ZC_NEXT_BCOPY_REST; /* unless registered */
@@ -715,11 +794,27 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 		map->remote = true;
 		*err = sdp_zc_offer_post(sk, map, &reg, &too_big);
 		if (!*err && !too_big) {
-			sdp_zc_async_start(sk, msg, copied, async);
+			sdp_zc_async_start(sk, msg, copied, async, map);
 			return SDP_ZC_NEXT_ASYNC; /* tx_busy stays the offer's */
 		}
 		if (too_big)
 			next = SDP_ZC_NEXT_BCOPY_REST;
+		if (join) {
+			/* The offers in flight are the work's to end. */
+			sdp_zc_finish(sk, map);
+			if (*err)
+				next = SDP_ZC_NEXT_ERROR;
+			goto out;
+		}
+	} else if (join) {
+		/*
+		 * Not one offer for the rest after all (its pages did not fit
+		 * one registration): no blocking offer among asynchronous
+		 * ones; a chunk by bcopy, behind them.
+		 */
+		sdp_zc_finish(sk, map);
+		next = SDP_ZC_NEXT_BCOPY_CHUNK;
+		goto out;
 	} else if (!*timeo) {
 		/* No asynchronous offer (kernel memory), no waiting. */
 		sdp_zc_finish(sk, map);
@@ -751,54 +846,80 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 		*err = -EPIPE;
 	}
 out:
-	ssk->tx_busy = false;
+	/* Asynchronous offers in flight keep the stream theirs. */
+	if (!ssk->zc_async_n)
+		ssk->tx_busy = false;
 	sdp_zc_wake(sk);
 	return next;
 }
 
 /*
- * End the offer of an asynchronous send (sdp_zc_async_start()), in a work
- * of its own: wait until the sink read it or stopped; send by bcopy what
- * it did not read (a SendSM: MSG_PEEK, small reads, nobody reading),
- * from the still pinned pages, ahead of any later byte; invalidate the
- * key and unpin; only then notify: the buffer is the application's again.
- * A shutdown(SHUT_WR) or close() that came meanwhile goes on after.
- * Nothing interrupts the wait but the connection's end, which the send
- * watch brings to a dead peer, and fin_timeout to a closed socket.
+ * End the offers of asynchronous sends (sdp_zc_async_start()), oldest
+ * first, in a work of their own: wait until the sink read the offer or
+ * stopped; send by bcopy what it did not read (a SendSM: MSG_PEEK, small
+ * reads, nobody reading), from the still pinned pages, ahead of any later
+ * byte; invalidate the key and unpin; only then notify: the buffer is the
+ * application's again.  A SendSM stops every offer in flight, so the ones
+ * after it send all their bytes by bcopy, in order.  A shutdown(SHUT_WR)
+ * or close() that came meanwhile goes on after the last.  Nothing
+ * interrupts the waits but the connection's end, which the send watch
+ * brings to a dead peer, and fin_timeout to a closed socket.
  */
 void sdp_zc_async_work(struct work_struct *work)
 {
 	struct sdp_sock *ssk = container_of(work, struct sdp_sock,
 					    zc_async_work);
 	struct sock *sk = &ssk->sk;
-	struct sdp_zc_map *map = &ssk->zc[SDP_ZC_TX];
-	long timeo = MAX_SCHEDULE_TIMEOUT;
 	bool destroy = false;
-	u32 sent = 0;
 
 	lock_sock(sk);
 	ssk->zc_async_task = current;
-	sdp_zc_offer_wait(sk, &timeo);
-	if (sdp_core_src_end(&ssk->core, &sent) == SDP_SRC_STOPPED &&
-	    !sdp_zc_dead(sk)) {
-		SDP_INC_SK(ssk, SDP_CNT_ZC_FALLBACK_SEND_SM, fallback_send_sm);
-		sdp_core_src_release(&ssk->core);
-		if (sent < map->len &&
-		    !sdp_tx_copy_sg(sk, map->sgl, map->npages, sent,
-				    map->len - sent))
-			ssk->zc_async_copied = true;
-	}
-	sdp_zc_finish(sk, map);
-	sdp_core_src_release(&ssk->core);
-	sdp_zc_tx_account(sk, sent, true);
+	while (ssk->zc_async_n) {
+		struct sdp_zc_async_slot *slot =
+			&ssk->zc_slot[ssk->zc_async_head];
+		struct sdp_zc_map *map = slot->map;
+		long timeo = MAX_SCHEDULE_TIMEOUT;
+		u32 sent = 0;
+		int end;
 
-	if (ssk->zc_async_notify)
-		sdp_zc_notify_id(sk, ssk->zc_async_notify, ssk->zc_async_id,
-				 ssk->zc_async_copied);
-	if (ssk->zc_async_ubuf)
-		sdp_zc_ubuf_done(ssk->zc_async_ubuf, !ssk->zc_async_copied);
-	ssk->zc_async_notify = NULL;
-	ssk->zc_async_ubuf = NULL;
+		sdp_zc_offer_wait(sk, &timeo);
+		end = sdp_core_src_end(&ssk->core, &sent);
+		/*
+		 * The core's oldest offer is this slot's: released once,
+		 * before its rest is queued (the later offers' state shows
+		 * then), or dropped if the connection died with it pending.
+		 */
+		if (end == SDP_SRC_PENDING)
+			sdp_core_src_drop(&ssk->core);
+		else
+			sdp_core_src_release(&ssk->core);
+		/* Bytes left for bcopy: no new offer until all ended. */
+		if (end != SDP_SRC_READ)
+			WRITE_ONCE(ssk->zc_async_stopped, true);
+		if (end == SDP_SRC_STOPPED && !sdp_zc_dead(sk)) {
+			SDP_INC_SK(ssk, SDP_CNT_ZC_FALLBACK_SEND_SM,
+				   fallback_send_sm);
+			if (sent < map->len &&
+			    !sdp_tx_copy_sg(sk, map->sgl, map->npages, sent,
+					    map->len - sent))
+				slot->copied = true;
+		}
+		sdp_zc_finish(sk, map);
+		sdp_zc_tx_account(sk, sent, true);
+
+		if (slot->notify)
+			sdp_zc_notify_id(sk, slot->notify, slot->id,
+					 slot->copied);
+		if (slot->ubuf)
+			sdp_zc_ubuf_done(slot->ubuf, !slot->copied);
+		memset(slot, 0, sizeof(*slot));
+		ssk->zc_async_head = (ssk->zc_async_head + 1) %
+				     SDP_ZC_ASYNC_MAX;
+		WRITE_ONCE(ssk->zc_async_n, ssk->zc_async_n - 1);
+		/* A send waiting to join, and pollers (EPOLLOUT). */
+		sdp_zc_wake(sk);
+	}
+	WRITE_ONCE(ssk->zc_async_stopped, false);
 	ssk->zc_async = false;
 	ssk->zc_async_task = NULL;
 	ssk->tx_busy = false;
@@ -1174,16 +1295,34 @@ void sdp_zc_rx_event(struct sock *sk, const struct sdp_core_rx *msg)
 	sock_owned_by_me(sk);
 
 	switch (msg->mid) {
-	case SDP_MID_SRC_AVAIL:
+	case SDP_MID_SRC_AVAIL: {
+		u32 before = ssk->rsa_avail;
+
 		sdp_zc_sync_rsa(ssk);
-		if (ssk->rsa_avail) {
+		if (ssk->rsa_avail == before)
+			break; /* given up already: the source cancels it */
+		/* The first offer starts the grace period; one behind
+		 * others waits in it (the period watches any progress).
+		 */
+		if (!before)
 			sdp_zc_grace_arm(sk);
-			sk->sk_data_ready(sk);
-		}
+		sk->sk_data_ready(sk);
 		break;
-	case SDP_MID_SEND_SM:
+	}
+	case SDP_MID_SEND_SM: {
+		struct sdp_core_zc_status st;
+
 		ssk->stats.send_sm_rcvd++;
+		/* It stopped our asynchronous offers: none joins them now
+		 * (their rest comes first), and poll says so at once.
+		 */
+		sdp_core_zc_query(&ssk->core, &st);
+		if (ssk->zc_async_n && st.src_offers &&
+		    (st.src_state == SDP_ZC_CANCELLING ||
+		     (st.src_state == SDP_ZC_DONE && st.src_acked < st.src_len)))
+			WRITE_ONCE(ssk->zc_async_stopped, true);
 		break;
+	}
 	case SDP_MID_SRC_AVAIL_CANCEL:
 		sdp_zc_sync_rsa(ssk);
 		break;

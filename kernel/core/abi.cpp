@@ -188,6 +188,21 @@ void sdp_core_src_release(sdp_core_conn* c)
     conn(c)->src_release();
 }
 
+void sdp_core_set_src_limit(sdp_core_conn* c, unsigned int n)
+{
+    conn(c)->set_src_limit(n);
+}
+
+void sdp_core_src_drop(sdp_core_conn* c)
+{
+    conn(c)->src_drop();
+}
+
+int sdp_core_src_room(const sdp_core_conn* c)
+{
+    return conn(c)->src_room() ? 1 : 0;
+}
+
 int sdp_core_sink_take(sdp_core_conn* c, unsigned int want, sdp_core_zc* zc)
 {
     return conn(c)->sink_take(want, zc);

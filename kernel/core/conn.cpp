@@ -90,7 +90,7 @@ int Connection::build_hello(u8* buf, u32 size, u16 local_port, bool ipv6)
     msg.hello.major = SDP_VERSION_MAJOR;
     msg.hello.minor = SDP_VERSION_MINOR;
     msg.hello.ip_version = ipv6 ? wire::IpVersion::kV6 : wire::IpVersion::kV4;
-    msg.hello.max_adverts = 1;
+    msg.hello.max_adverts = SDP_CORE_MAX_ADVERTS;
     msg.hello.desired_remote_rcv_size = tx_buf_size_;
     msg.hello.local_rcv_size = rx_buf_size_;
     msg.hello.local_port = local_port;
@@ -114,6 +114,8 @@ int Connection::on_hello_ack(const u8* buf, u32 size)
     if (msg.hello_ack.actual_rcv_size < kMinRcvSize || msg.bsdh.mseq != 0)
         return -SDP_CORE_EPROTO;
     peer_rcv_size_ = msg.hello_ack.actual_rcv_size;
+    // An extension: 0 (a peer that does not know it) means one.
+    peer_max_adverts_ = msg.hello_ack.ext_max_adverts != 0 ? msg.hello_ack.ext_max_adverts : 1;
     active_ = true;
     start(msg.bsdh, advertised_hello_bufs_);
     return 0;
@@ -132,6 +134,7 @@ int Connection::on_hello(const u8* buf, u32 size)
     if (msg.hello.local_rcv_size < kMinRcvSize || msg.bsdh.mseq != 0)
         return -SDP_CORE_EPROTO;
     peer_rcv_size_ = msg.hello.local_rcv_size;
+    peer_max_adverts_ = msg.hello.max_adverts;
     peer_hello_ = msg.bsdh;
     have_peer_hello_ = true;
     return 0;
@@ -148,6 +151,7 @@ int Connection::build_hello_ack(u8* buf, u32 size)
     msg.hello_ack.minor = SDP_VERSION_MINOR;
     msg.hello_ack.ip_version = 0;
     msg.hello_ack.actual_rcv_size = rx_buf_size_;
+    msg.hello_ack.ext_max_adverts = SDP_CORE_MAX_ADVERTS;
     usize written = 0;
     if (wire::encode_header(msg, buf, size, &written) != wire::EncodeError::kNone)
         return -SDP_CORE_ENOROOM;
@@ -431,9 +435,13 @@ int Connection::rx_checked(const u8* buf, u32 byte_len, sdp_core_rx* out)
         if ((state_ & SDP_CS_DISCONN_RCVD) != 0 && msg.payload_len != 0)
             return -SDP_CORE_EPROTO;
         if (msg.payload_len != 0) {
-            // Nothing may overtake the bytes of the peer's own SrcAvail.
-            if (rsa_.active)
+            // Nothing may overtake the bytes of the peer's own SrcAvails.
+            // Once our SendSM gave them up, a source that sends the rest
+            // without cancelling them first has ended them all.
+            if (rsa_count_ != 0 && !rsa_cancel_awaited_)
                 return -SDP_CORE_EPROTO;
+            if (rsa_cancel_awaited_)
+                rsa_end_all();
             data_received();
         }
         out->kind = SDP_RX_DATA;

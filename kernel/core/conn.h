@@ -50,7 +50,13 @@ class Connection {
     int tx_src_avail(u8* hdr, u32 size, const sdp_core_zc& zc);
     bool src_cancel();
     void src_release();
+    void src_drop();
     int src_end(u32* acked) const;
+    bool src_room() const;
+    void set_src_limit(u32 n)
+    {
+        src_limit_ = n == 0 ? 1 : n < SDP_CORE_MAX_ADVERTS ? n : SDP_CORE_MAX_ADVERTS;
+    }
     u32 sink_len() const { return psink_.usable ? psink_.len : 0; }
     bool wr_compl_pending() const { return wr_compl_due_ != 0; }
     int sink_take(u32 want, sdp_core_zc* out);
@@ -61,7 +67,7 @@ class Connection {
     void rsa_abandon();
     u32 rsa_grace_start()
     {
-        rsa_.grace_mark = rsa_.vaddr + rsa_.read;
+        rsa_grace_mark_ = rsa_total_read_;
         return zc_grace_ms_;
     }
     int rsa_grace_end(bool reader_busy);
@@ -83,27 +89,21 @@ class Connection {
     int rx_checked(const u8* buf, u32 byte_len, sdp_core_rx* out);
     // Zero-copy transfer states (zcopy.cpp).
     enum class Zc : u8 { kIdle, kActive, kCancelling, kDone };
-    // Our SrcAvail (we are the data source).
+    // One of our SrcAvails (we are the data source).
     struct OwnSrcAvail {
         u32 mseq;
         u32 len;
-        u32 acked;       // RdmaRdCompl bytes
-        u32 cancel_mseq; // our SrcAvailCancel
+        u32 acked; // RdmaRdCompl bytes
         Zc state;
         bool sink_stopped; // a SendSM: the sink reads no more
         bool cancelled;    // the host cancelled it (signal, timeout)
     };
-    // The peer's SrcAvail (we are the sink).
+    // One of the peer's SrcAvails (we are the sink).
     struct PeerSrcAvail {
         u64 vaddr;
         u32 rkey;
         u32 len;
-        u32 read;       // bytes read and reported (or being reported)
-        u32 reading;    // bytes of the RDMA Read in progress
-        bool active;    // offered and neither finished nor ended by SendSM
-        bool stopped;   // cancelled by the source or abandoned by us: read no more
-        u8 small_reads; // reads of less than the threshold (rsa_next)
-        u64 grace_mark; // vaddr + read when the grace period started
+        u32 read; // bytes read and reported (or being reported)
     };
     // Our SinkAvail (we are the sink).
     struct OwnSinkAvail {
@@ -120,6 +120,20 @@ class Connection {
         bool usable;
     };
     int zc_rx(const wire::Message& msg, sdp_core_rx* out);
+    int rsa_offer(const wire::Message& msg, sdp_core_rx* out);
+    OwnSrcAvail& src_at(u32 i) { return src_q_[(src_head_ + i) % SDP_CORE_MAX_ADVERTS]; }
+    const OwnSrcAvail& src_at(u32 i) const
+    {
+        return src_q_[(src_head_ + i) % SDP_CORE_MAX_ADVERTS];
+    }
+    bool src_pending() const;
+    int src_rd_compl(u32 n);
+    void src_send_sm(u32 mseq_ack);
+    PeerSrcAvail& rsa_head() { return rsa_q_[rsa_head_]; }
+    const PeerSrcAvail& rsa_head() const { return rsa_q_[rsa_head_]; }
+    void rsa_pop();
+    void rsa_stop();
+    void rsa_end_all();
     int send_offer(wire::Message* msg, u8* hdr, u32 size);
     int zc_tx_build(wire::Message* msg);
     int zc_control_due() const;
@@ -166,8 +180,33 @@ class Connection {
     bool ack_owed_ = false;
     bool ack_requested_ = false;
     // Zero copy.
-    OwnSrcAvail src_{};
-    PeerSrcAvail rsa_{};
+    // Our SrcAvails in stream order, ended ones first until the host
+    // releases them; at most min(src_limit_, peer_max_adverts_) of them.
+    OwnSrcAvail src_q_[SDP_CORE_MAX_ADVERTS]{};
+    u8 src_head_ = 0;
+    u8 src_count_ = 0;
+    u8 src_limit_ = 1;        // the host's limit (set_src_limit())
+    u32 src_cancel_mseq_ = 0; // our SrcAvailCancel, which ends them all
+    // The peer's SrcAvails in stream order, up to the max_adverts our
+    // Hello or HelloAck announced; reads go to the head only.
+    PeerSrcAvail rsa_q_[SDP_CORE_MAX_ADVERTS]{};
+    u8 rsa_head_ = 0;
+    u8 rsa_count_ = 0;
+    // Read no more of the queued offers: the source cancelled them, or we
+    // gave them up (a SendSM is due or went).  A SendSM we sent to give
+    // them up makes the source cancel every offer it has out, those still
+    // on their way to us included, so the queue stays stopped (and counts
+    // them) until the SendSM answering that SrcAvailCancel.
+    bool rsa_stopped_ = false;
+    bool rsa_cancel_awaited_ = false;     // our SendSM gave them up, no cancel yet
+    bool send_sm_answers_cancel_ = false; // the SendSM due answers a cancel
+    u8 rsa_small_reads_ = 0;              // reads of the head of less than the threshold
+    u32 rsa_reading_ = 0;                 // bytes of the RDMA Read of the head in progress
+    u64 rsa_total_read_ = 0;              // bytes ever read: the grace period's progress
+    u64 rsa_grace_mark_ = 0;              // rsa_total_read_ when the period started
+    // How many SrcAvails the peer accepts outstanding (its Hello's
+    // max_adverts or HelloAck's ext_max_adverts, 0 read as 1).
+    u8 peer_max_adverts_ = 1;
     OwnSinkAvail adv_{};
     PeerSinkAvail psink_{};
     u32 last_data_mseq_ = 0; // our last message carrying stream bytes

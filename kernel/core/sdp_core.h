@@ -34,7 +34,7 @@ int sdp_core_selftest(const char **failed);
 /* ---- one connection ---------------------------------------------------- */
 
 /* Opaque protocol state, embedded in the host's socket (no allocation). */
-#define SDP_CORE_CONN_BYTES 256
+#define SDP_CORE_CONN_BYTES 384
 struct sdp_core_conn {
 	unsigned long long opaque[SDP_CORE_CONN_BYTES / 8];
 };
@@ -379,11 +379,12 @@ int sdp_core_fallback_reason(int policy, int end);
  * SendSM ends the SrcAvail.  When src_state is SDP_ZC_DONE the host invalidates its key
  * and calls sdp_core_src_release(); src_acked bytes were delivered.
  *
- * Sink side of a SrcAvail: SDP_RX_ZCOPY with mid SrcAvail queues rsa_left
- * bytes behind the unread data.  The host reads them with RDMA Reads at
- * (rsa_rkey, rsa_vaddr): sdp_core_rd_start(n), then sdp_core_rd_done(n)
- * (RdmaRdCompl becomes due).  MSG_PEEK or a failed registration give the
- * offer up with sdp_core_rsa_abandon() (SendSM).  A SrcAvail that arrives
+ * Sink side of a SrcAvail: SDP_RX_ZCOPY with mid SrcAvail queues its bytes
+ * behind the unread data, and behind the peer's earlier offers (up to
+ * SDP_CORE_MAX_ADVERTS).  The host reads them with RDMA Reads at
+ * (rsa_rkey, rsa_vaddr), one offer at a time: sdp_core_rd_start(n), then
+ * sdp_core_rd_done(n) (RdmaRdCompl becomes due).  MSG_PEEK or a failed
+ * registration give the offers up with sdp_core_rsa_abandon() (SendSM).  A SrcAvail that arrives
  * while our own SrcAvail is outstanding and no application receive is
  * posted (sdp_core_set_reader_waiting()) is the send/send deadlock of the
  * specification: the core answers SendSM at once and never offers it.
@@ -414,6 +415,13 @@ enum sdp_core_zc_state {
 	SDP_ZC_DONE = 3,       /* ended: invalidate, then release */
 };
 
+/*
+ * SrcAvails of the peer this implementation accepts outstanding at once
+ * (Hello max_adverts, HelloAck ext_max_adverts): the sink queues them in
+ * stream order and reads them one after another.
+ */
+#define SDP_CORE_MAX_ADVERTS 4
+
 /* Largest SrcAvail or SinkAvail this implementation sends or accepts. */
 #define SDP_ZC_MAX_LEN (64u << 20)
 
@@ -435,11 +443,14 @@ struct sdp_core_zc_status {
 	unsigned int src_len;
 	unsigned int src_acked;	 /* bytes the sink has read */
 	int src_sink_stopped;	 /* a SendSM came: the sink reads no more */
+	unsigned int src_offers; /* our offers not released (src_*: the first) */
 	/* the peer's SrcAvail */
 	unsigned int rsa_left;	 /* bytes offered and not yet read (0: none) */
-	unsigned int rsa_rkey;
+	unsigned int rsa_rkey;	 /* the first offer's (the one read next) */
 	unsigned long long rsa_vaddr; /* address of the next unread byte */
 	int rsa_reading;	 /* an RDMA Read is in progress */
+	unsigned int rsa_offers; /* offers queued (stopped ones included) */
+	unsigned int peer_max_adverts; /* offers the peer accepts at once */
 	/* our SinkAvail */
 	unsigned int adv_state;	 /* enum sdp_core_zc_state */
 	unsigned int adv_written; /* bytes the source wrote into it */
@@ -460,6 +471,20 @@ int sdp_core_tx_src_avail(struct sdp_core_conn *c, unsigned char *hdr,
  * (not offered, ended, or cancelled already: a SendSM asked for it). */
 int sdp_core_src_cancel(struct sdp_core_conn *c);
 void sdp_core_src_release(struct sdp_core_conn *c);
+/*
+ * How many SrcAvails of ours may be out at once: n (1 to
+ * SDP_CORE_MAX_ADVERTS; 1 until set), and never more than the peer's
+ * max_adverts.  A new one only while the others are offered or read in
+ * full; they end in stream order (RdmaRdCompl bytes apply in order, and a
+ * SendSM or our cancel ends them all), so src_state, src_acked and
+ * sdp_core_src_end() describe the oldest, and sdp_core_src_release()
+ * releases it.
+ */
+void sdp_core_set_src_limit(struct sdp_core_conn *c, unsigned int n);
+/* The connection failed: forget the oldest offer, ended or not. */
+void sdp_core_src_drop(struct sdp_core_conn *c);
+/* Another SrcAvail would be accepted now, credits aside (sdp_core_may_offer). */
+int sdp_core_src_room(const struct sdp_core_conn *c);
 
 /*
  * Where our SrcAvail stands; *acked (may be NULL): bytes the sink read.
@@ -488,7 +513,7 @@ int sdp_core_wr_compl_pending(const struct sdp_core_conn *c);
 int sdp_core_sink_take(struct sdp_core_conn *c, unsigned int want,
 		       struct sdp_core_zc *zc);
 
-/* Bytes of the peer's SrcAvail not read yet (0: none readable). */
+/* Bytes of the peer's SrcAvails not read yet (0: none readable). */
 unsigned int sdp_core_rsa_left(const struct sdp_core_conn *c);
 
 /*

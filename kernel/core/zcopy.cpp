@@ -6,15 +6,20 @@
 // Documentation/zcopy.md; this file decides what each side may do next and
 // rejects everything a peer may not send.
 //
-// One transfer of each kind at a time (max_adverts 1): a source never has
-// two SrcAvails outstanding, a sink never two SinkAvails.  The rules that
-// keep both sides in agreement without extra messages:
+// As a source we offer one SrcAvail at a time, as a sink one SinkAvail; the
+// peer's SrcAvails queue, up to the max_adverts we announced, and are read
+// in stream order.  The rules that keep both sides in agreement without
+// extra messages:
 //
 //  * A SendSM about our SrcAvail (mseq_ack at or after it) makes us cancel
 //    it with SrcAvailCancel, as the specification asks; only the SendSM
 //    acknowledging a cancel ends the SrcAvail, so a SendSM that crossed the
 //    cancel is never mistaken for the answer and the next SrcAvail never
 //    meets a stale one.
+//  * A SendSM gives up every queued offer of the peer (their bytes follow
+//    the first one's rest); the source cancels all it has out, one that
+//    crossed the SendSM too, so such offers are counted and never read
+//    until the SendSM answering that cancel.
 //  * A SinkAvail is usable only if the sink had received every stream byte
 //    we sent (its mseq_ack covers our last data-bearing message), so bytes
 //    written into it are exactly the next ones in the stream.  Once we send
@@ -74,7 +79,7 @@ bool Connection::zc_blocks_data() const
 {
     // Stream order: nothing may overtake the bytes our SrcAvail offers, and
     // after an RDMA Write its RdmaWrCompl goes first.
-    return src_.state == Zc::kActive || src_.state == Zc::kCancelling || wr_compl_due_ != 0;
+    return src_pending() || wr_compl_due_ != 0;
 }
 
 // Zero-copy messages are up to 36 bytes (SinkAvail) and their answers 20:
@@ -110,14 +115,29 @@ int Connection::send_offer(wire::Message* msg, u8* hdr, u32 size)
     return static_cast<int>(written);
 }
 
+// Another SrcAvail of ours may go now (credits aside).
+bool Connection::src_room() const
+{
+    if ((state_ & SDP_CS_ESTABLISHED) == 0 ||
+        (state_ & (SDP_CS_SHUT_REQUESTED | SDP_CS_ABORTED | SDP_CS_RX_FAILED)) != 0)
+        return false;
+    if (src_count_ >= src_limit_ || src_count_ >= peer_max_adverts_ || wr_compl_due_ != 0)
+        return false;
+    // The new offer's bytes follow the earlier offers' bytes: none of them
+    // may be cancelled, or ended with bytes left for bcopy.
+    for (u32 i = 0; i < src_count_; i++) {
+        const OwnSrcAvail& o = src_at(i);
+        if (o.state != Zc::kActive && !(o.state == Zc::kDone && o.acked == o.len))
+            return false;
+    }
+    return true;
+}
+
 int Connection::tx_src_avail(u8* hdr, u32 size, const sdp_core_zc& zc)
 {
     if (!zc_fits())
         return -SDP_CORE_ETOOBIG;
-    if ((state_ & SDP_CS_ESTABLISHED) == 0 ||
-        (state_ & (SDP_CS_SHUT_REQUESTED | SDP_CS_ABORTED | SDP_CS_RX_FAILED)) != 0)
-        return -SDP_CORE_ESTATE;
-    if (src_.state != Zc::kIdle || wr_compl_due_ != 0 || !credits_.may_send_data())
+    if (!src_room() || !credits_.may_send_data())
         return -SDP_CORE_ESTATE;
     if (!valid_offer(zc.len, zc.vaddr))
         return -SDP_CORE_EPROTO;
@@ -126,74 +146,176 @@ int Connection::tx_src_avail(u8* hdr, u32 size, const sdp_core_zc& zc)
     msg.src_avail = {zc.len, zc.rkey, zc.vaddr};
     const int written = send_offer(&msg, hdr, size);
     if (written > 0) {
-        src_ = OwnSrcAvail{msg.bsdh.mseq, zc.len, 0, 0, Zc::kActive, false, false};
+        src_at(src_count_) = OwnSrcAvail{msg.bsdh.mseq, zc.len, 0, Zc::kActive, false, false};
+        src_count_++;
         data_sent(msg.bsdh.mseq);
     }
     return written;
 }
 
-bool Connection::src_cancel()
+// An offer of ours the sink may still read, or whose cancel waits for its
+// answer.
+bool Connection::src_pending() const
 {
-    if (src_.state != Zc::kActive)
-        return false;
-    src_.state = Zc::kCancelling;
-    src_.cancelled = true;
-    src_cancel_due_ = true;
-    return true;
+    for (u32 i = 0; i < src_count_; i++)
+        if (src_at(i).state == Zc::kActive || src_at(i).state == Zc::kCancelling)
+            return true;
+    return false;
 }
 
+// One SrcAvailCancel takes back every offer the sink may still read.
+bool Connection::src_cancel()
+{
+    bool any = false;
+    for (u32 i = 0; i < src_count_; i++) {
+        OwnSrcAvail& o = src_at(i);
+        if (o.state != Zc::kActive)
+            continue;
+        o.state = Zc::kCancelling;
+        o.cancelled = true;
+        any = true;
+    }
+    if (any)
+        src_cancel_due_ = true;
+    return any;
+}
+
+// Offers end in stream order (RdmaRdCompl bytes apply in order; a cancel
+// ends them all at once): the host releases the oldest.
 void Connection::src_release()
 {
-    if (src_.state == Zc::kDone)
-        src_ = OwnSrcAvail{};
+    if (src_count_ == 0 || src_at(0).state != Zc::kDone)
+        return;
+    src_drop();
+}
+
+// The connection is gone: the oldest offer is forgotten as it stands.
+void Connection::src_drop()
+{
+    if (src_count_ == 0)
+        return;
+    src_at(0) = OwnSrcAvail{};
+    src_head_ = static_cast<u8>((src_head_ + 1) % SDP_CORE_MAX_ADVERTS);
+    src_count_--;
 }
 
 int Connection::src_end(u32* acked) const
 {
     if (acked != nullptr)
-        *acked = src_.acked;
-    switch (src_.state) {
-    case Zc::kIdle:
+        *acked = src_count_ != 0 ? src_at(0).acked : 0;
+    if (src_count_ == 0)
         return SDP_SRC_NONE;
-    case Zc::kActive:
-    case Zc::kCancelling:
+    const OwnSrcAvail& o = src_at(0);
+    if (o.state != Zc::kDone)
         return SDP_SRC_PENDING;
-    default:
-        break;
-    }
-    if (src_.acked == src_.len)
+    if (o.acked == o.len)
         return SDP_SRC_READ;
     // A SendSM answers our own cancel too: that one was not the sink's
     // choice, and the write returns (signal, timeout) instead of going on.
-    return src_.sink_stopped && !src_.cancelled ? SDP_SRC_STOPPED : SDP_SRC_CANCELLED;
+    return o.sink_stopped && !o.cancelled ? SDP_SRC_STOPPED : SDP_SRC_CANCELLED;
+}
+
+// RdmaRdCompl(n): the sink read n more bytes of our offers, in order (one
+// report may finish one offer and cover part of the next).
+int Connection::src_rd_compl(u32 n)
+{
+    u32 unread = 0;
+    for (u32 i = 0; i < src_count_; i++) {
+        const OwnSrcAvail& o = src_at(i);
+        if (o.state != Zc::kActive && o.state != Zc::kCancelling)
+            continue;
+        // After its SendSM the sink reads nothing more.
+        if (o.sink_stopped)
+            return -SDP_CORE_EPROTO;
+        unread += o.len - o.acked;
+    }
+    if (n == 0 || n > unread)
+        return -SDP_CORE_EPROTO;
+    for (u32 i = 0; i < src_count_ && n != 0; i++) {
+        OwnSrcAvail& o = src_at(i);
+        if (o.state != Zc::kActive && o.state != Zc::kCancelling)
+            continue;
+        const u32 take = n < o.len - o.acked ? n : o.len - o.acked;
+        o.acked += take;
+        n -= take;
+        // A cancelled one ends with the answer to the cancel.
+        if (o.acked == o.len && o.state == Zc::kActive)
+            o.state = Zc::kDone;
+    }
+    return 0;
+}
+
+void Connection::src_send_sm(u32 mseq_ack)
+{
+    const OwnSrcAvail* first_active = nullptr;
+    bool cancelling = false;
+    for (u32 i = 0; i < src_count_; i++) {
+        const OwnSrcAvail& o = src_at(i);
+        if (o.state == Zc::kActive && first_active == nullptr)
+            first_active = &o;
+        cancelling = cancelling || o.state == Zc::kCancelling;
+    }
+    if (first_active != nullptr && seq_at_or_after(mseq_ack, first_active->mseq)) {
+        // The sink reads no more: cancel what it has not read (the
+        // specification's answer to SendSM), every offer of ours, since
+        // their bytes follow; send the rest by bcopy once the cancel is
+        // acknowledged.
+        for (u32 i = 0; i < src_count_; i++) {
+            OwnSrcAvail& o = src_at(i);
+            if (o.state == Zc::kActive)
+                o.state = Zc::kCancelling;
+            if (o.state == Zc::kCancelling)
+                o.sink_stopped = true;
+        }
+        src_cancel_due_ = true;
+        return;
+    }
+    if (!cancelling)
+        return; // about offers that already ended: nothing
+    // Only the answer to our cancel ends them (src_cancel_due_: the cancel
+    // has not even gone yet).
+    const bool answer = !src_cancel_due_ && seq_at_or_after(mseq_ack, src_cancel_mseq_);
+    for (u32 i = 0; i < src_count_; i++) {
+        OwnSrcAvail& o = src_at(i);
+        if (o.state != Zc::kCancelling)
+            continue;
+        o.sink_stopped = true;
+        if (answer)
+            o.state = Zc::kDone;
+    }
 }
 
 u32 Connection::rsa_left() const
 {
-    if (!rsa_.active || rsa_.stopped || (state_ & (SDP_CS_ABORTED | SDP_CS_RX_FAILED)) != 0)
+    if (rsa_count_ == 0 || rsa_stopped_ || (state_ & (SDP_CS_ABORTED | SDP_CS_RX_FAILED)) != 0)
         return 0;
-    return rsa_.len - rsa_.read;
+    u32 left = 0;
+    for (u32 i = 0; i < rsa_count_; i++) {
+        const PeerSrcAvail& o = rsa_q_[(rsa_head_ + i) % SDP_CORE_MAX_ADVERTS];
+        left += o.len - o.read;
+    }
+    return left;
 }
 
 int Connection::rsa_next(u32 flags, sdp_core_zc* zc)
 {
-    const u32 left = rsa_left();
-    if (left == 0 || rsa_.reading != 0)
+    if (rsa_left() == 0 || rsa_reading_ != 0)
         return SDP_RSA_NONE;
     if ((flags & SDP_RSA_PEEK) != 0)
         return SDP_RSA_GIVE_UP_PEEK;
     const bool small = (flags & SDP_RSA_SMALL) != 0;
-    if (small && rsa_.small_reads >= SDP_CORE_SMALL_READS)
+    if (small && rsa_small_reads_ >= SDP_CORE_SMALL_READS)
         return SDP_RSA_GIVE_UP_SMALL;
     if (small)
-        rsa_.small_reads++;
-    *zc = sdp_core_zc{left, rsa_.rkey, rsa_.vaddr + rsa_.read};
+        rsa_small_reads_++;
+    const PeerSrcAvail& o = rsa_head();
+    *zc = sdp_core_zc{o.len - o.read, o.rkey, o.vaddr + o.read};
     return SDP_RSA_READ;
 }
 
 int Connection::sink_take(u32 want, sdp_core_zc* out)
 {
-    if (!psink_.usable || want == 0 || src_.state != Zc::kIdle || wr_compl_due_ != 0 ||
+    if (!psink_.usable || want == 0 || src_count_ != 0 || wr_compl_due_ != 0 ||
         (state_ & (SDP_CS_DISCONN_SENT | SDP_CS_ABORTED | SDP_CS_RX_FAILED)) != 0)
         return 0;
     const u32 n = want < psink_.len ? want : psink_.len;
@@ -206,54 +328,86 @@ int Connection::sink_take(u32 want, sdp_core_zc* out)
 int Connection::rd_start(u32 n)
 {
     // A reset connection reads nothing more of what the peer offered.
-    if (!rsa_.active || rsa_.stopped || rsa_.reading != 0 || n == 0 || n > rsa_.len - rsa_.read ||
-        (state_ & (SDP_CS_ABORTED | SDP_CS_RX_FAILED)) != 0)
+    if (rsa_count_ == 0 || rsa_stopped_ || rsa_reading_ != 0 || n == 0 ||
+        n > rsa_head().len - rsa_head().read || (state_ & (SDP_CS_ABORTED | SDP_CS_RX_FAILED)) != 0)
         return -SDP_CORE_ESTATE;
-    rsa_.reading = n;
+    rsa_reading_ = n;
     return 0;
+}
+
+// The head offer was read in full: the next one is read next.
+void Connection::rsa_pop()
+{
+    rsa_q_[rsa_head_] = PeerSrcAvail{};
+    rsa_head_ = static_cast<u8>((rsa_head_ + 1) % SDP_CORE_MAX_ADVERTS);
+    rsa_count_--;
+    rsa_small_reads_ = 0;
+}
+
+// The source ended every offer (it sends the rest by bcopy).
+void Connection::rsa_end_all()
+{
+    for (PeerSrcAvail& o : rsa_q_)
+        o = PeerSrcAvail{};
+    rsa_head_ = 0;
+    rsa_count_ = 0;
+    rsa_small_reads_ = 0;
+    rsa_stopped_ = false;
+    rsa_cancel_awaited_ = false;
+}
+
+// Read no more of the queued offers; the SendSM saying so goes once no
+// read is in progress (its RdmaRdCompl goes first).
+void Connection::rsa_stop()
+{
+    rsa_stopped_ = true;
+    send_sm_due_ = true;
 }
 
 void Connection::rd_done(u32 n)
 {
-    if (!rsa_.active || rsa_.reading == 0)
+    if (rsa_count_ == 0 || rsa_reading_ == 0)
         return;
-    if (n > rsa_.reading)
-        n = rsa_.reading;
-    rsa_.reading = 0;
-    rsa_.read += n;
+    if (n > rsa_reading_)
+        n = rsa_reading_;
+    rsa_reading_ = 0;
+    rsa_head().read += n;
+    rsa_total_read_ += n;
     rd_compl_due_ += n;
     if (n == 0) {
         // The read failed (the transport is going down): read no more.
-        rsa_.stopped = true;
-        send_sm_due_ = true;
-    } else if (rsa_.read == rsa_.len) {
-        // Read in full: nothing is left to give up.  Our own abandon
-        // during the read needs no SendSM (the source ends the offer with
-        // the RdmaRdCompl and may send Data next); the SendSM answering a
-        // SrcAvailCancel is already due.
-        rsa_ = PeerSrcAvail{};
-    } else if (rsa_.stopped) {
-        send_sm_due_ = true;
+        rsa_stop();
+        return;
     }
+    if (rsa_head().read == rsa_head().len)
+        rsa_pop();
+    if (!rsa_stopped_ || send_sm_due_)
+        return;
+    // Our own abandon during the read: a SendSM gives up what is left.
+    // If nothing is, none is needed (the source ends the offer with the
+    // RdmaRdCompl and may send Data next).
+    if (rsa_count_ != 0)
+        send_sm_due_ = true;
+    else
+        rsa_stopped_ = false;
 }
 
 void Connection::rsa_abandon()
 {
-    if (!rsa_.active || rsa_.stopped)
+    if (rsa_count_ == 0 || rsa_stopped_)
         return;
-    rsa_.stopped = true;
-    if (rsa_.reading == 0)
+    rsa_stopped_ = true;
+    // During a read, rd_done() decides whether anything is left to give up.
+    if (rsa_reading_ == 0 || rsa_count_ > 1)
         send_sm_due_ = true;
 }
 
 int Connection::rsa_grace_end(bool reader_busy)
 {
-    if (!rsa_.active || rsa_.stopped || rsa_.read == rsa_.len ||
-        (state_ & (SDP_CS_ABORTED | SDP_CS_RX_FAILED)) != 0)
+    if (rsa_left() == 0)
         return SDP_GRACE_NONE;
-    const u64 at = rsa_.vaddr + rsa_.read;
-    if (rsa_.reading != 0 || reader_busy || at != rsa_.grace_mark) {
-        rsa_.grace_mark = at;
+    if (rsa_reading_ != 0 || reader_busy || rsa_total_read_ != rsa_grace_mark_) {
+        rsa_grace_mark_ = rsa_total_read_;
         return SDP_GRACE_AGAIN;
     }
     rsa_abandon();
@@ -269,7 +423,7 @@ int Connection::tx_sink_avail(u8* hdr, u32 size, const sdp_core_zc& zc)
         return -SDP_CORE_ESTATE;
     // A stale SinkCancelAck still to come would look like the answer to
     // the next advertisement's cancel.
-    if (adv_.state != Zc::kIdle || rsa_.active || sink_ack_stale_ || !credits_.may_send_data())
+    if (adv_.state != Zc::kIdle || rsa_count_ != 0 || sink_ack_stale_ || !credits_.may_send_data())
         return -SDP_CORE_ESTATE;
     if (!valid_offer(zc.len, zc.vaddr))
         return -SDP_CORE_EPROTO;
@@ -331,16 +485,22 @@ bool Connection::adv_try()
 void Connection::zc_status(struct sdp_core_zc_status* out) const
 {
     *out = sdp_core_zc_status{};
-    out->src_state = static_cast<u32>(src_.state);
-    out->src_len = src_.len;
-    out->src_acked = src_.acked;
-    out->src_sink_stopped = static_cast<int>(src_.sink_stopped);
+    if (src_count_ != 0) {
+        const OwnSrcAvail& o = src_at(0);
+        out->src_state = static_cast<u32>(o.state);
+        out->src_len = o.len;
+        out->src_acked = o.acked;
+        out->src_sink_stopped = static_cast<int>(o.sink_stopped);
+    }
+    out->src_offers = src_count_;
     if (rsa_left() != 0) {
         out->rsa_left = rsa_left();
-        out->rsa_rkey = rsa_.rkey;
-        out->rsa_vaddr = rsa_.vaddr + rsa_.read;
+        out->rsa_rkey = rsa_head().rkey;
+        out->rsa_vaddr = rsa_head().vaddr + rsa_head().read;
     }
-    out->rsa_reading = static_cast<int>(rsa_.reading != 0);
+    out->rsa_reading = static_cast<int>(rsa_reading_ != 0);
+    out->rsa_offers = rsa_count_;
+    out->peer_max_adverts = peer_max_adverts_;
     out->adv_state = static_cast<u32>(adv_.state);
     out->adv_written = adv_.written;
     out->psink_usable = static_cast<int>(psink_.usable);
@@ -357,7 +517,7 @@ int Connection::zc_control_due() const
         return SDP_MID_RDMA_WR_COMPL;
     if (rd_compl_due_ != 0)
         return SDP_MID_RDMA_RD_COMPL;
-    if (send_sm_due_ && rsa_.reading == 0)
+    if (send_sm_due_ && rsa_reading_ == 0)
         return SDP_MID_SEND_SM;
     if (sink_cancel_ack_due_)
         return SDP_MID_SINK_CANCEL_ACK;
@@ -384,15 +544,23 @@ int Connection::zc_tx_build(wire::Message* msg)
         return 0;
     case wire::Mid::kSendSm:
         send_sm_due_ = false;
-        // The offer ends here: the source sends the rest by bcopy.
-        rsa_ = PeerSrcAvail{};
+        if (!send_sm_answers_cancel_) {
+            // We give the offers up: the source cancels every offer it
+            // has out, and the queue counts them until then.
+            rsa_cancel_awaited_ = true;
+            return 0;
+        }
+        // The answer to the source's cancel ends every offer: it sends
+        // the rest by bcopy.
+        rsa_end_all();
+        send_sm_answers_cancel_ = false;
         return 0;
     case wire::Mid::kSinkCancelAck:
         sink_cancel_ack_due_ = false;
         return 0;
     case wire::Mid::kSrcAvailCancel:
         src_cancel_due_ = false;
-        src_.cancel_mseq = msg->bsdh.mseq;
+        src_cancel_mseq_ = msg->bsdh.mseq;
         return 0;
     case wire::Mid::kSinkAvailCancel:
         sink_cancel_due_ = false;
@@ -402,66 +570,60 @@ int Connection::zc_tx_build(wire::Message* msg)
     }
 }
 
+// The peer's SrcAvail: queued behind the offers before it.
+int Connection::rsa_offer(const wire::Message& msg, sdp_core_rx* out)
+{
+    const wire::SrcAvail& sa = msg.src_avail;
+    // No more offers than we accept at once (the ones we gave up count
+    // until the source's cancel), none after the peer's DisConn, no
+    // inline payload (we never accept it), and the range must be real.
+    if (rsa_count_ >= SDP_CORE_MAX_ADVERTS || (state_ & SDP_CS_DISCONN_RCVD) != 0 ||
+        msg.payload_len != 0 || !valid_offer(sa.len, sa.vaddr))
+        return -SDP_CORE_EPROTO;
+    data_received();
+    out->zc_bytes = sa.len;
+    if (rsa_count_ == 0)
+        rsa_small_reads_ = 0;
+    rsa_q_[(rsa_head_ + rsa_count_) % SDP_CORE_MAX_ADVERTS] =
+        PeerSrcAvail{sa.vaddr, sa.rkey, sa.len, 0};
+    rsa_count_++;
+    // Given up already (our SendSM or the source's cancel crossed it):
+    // the source cancels it too.
+    if (rsa_stopped_)
+        return 0;
+    // The send/send deadlock: our own SrcAvail waits for the peer's
+    // reader while this one would wait for ours, and nobody reads.  Nor
+    // can we read what we could not acknowledge.
+    if (!zc_answer_fits() || (src_pending() && !reader_waiting_))
+        rsa_abandon();
+    return 0;
+}
+
 // A received zero-copy message (or Data, for its effect on the
 // advertisements), after the credit ledger accepted it.
 int Connection::zc_rx(const wire::Message& msg, sdp_core_rx* out)
 {
     out->kind = SDP_RX_ZCOPY;
     switch (msg.bsdh.mid) {
-    case wire::Mid::kSrcAvail: {
-        const wire::SrcAvail& sa = msg.src_avail;
-        // One offer at a time, none after the peer's DisConn, no inline
-        // payload (we never accept it), and the range must be real.
-        if (rsa_.active || (state_ & SDP_CS_DISCONN_RCVD) != 0 || msg.payload_len != 0 ||
-            !valid_offer(sa.len, sa.vaddr))
-            return -SDP_CORE_EPROTO;
-        data_received();
-        out->zc_bytes = sa.len;
-        rsa_ = PeerSrcAvail{sa.vaddr, sa.rkey, sa.len, 0, 0, true, false, 0, sa.vaddr};
-        // The send/send deadlock: our own SrcAvail waits for the peer's
-        // reader while this one would wait for ours, and nobody reads.
-        // Nor can we read what we could not acknowledge.
-        if (!zc_answer_fits() ||
-            ((src_.state == Zc::kActive || src_.state == Zc::kCancelling) && !reader_waiting_)) {
-            rsa_.stopped = true;
-            send_sm_due_ = true;
-        }
-        return 0;
-    }
+    case wire::Mid::kSrcAvail:
+        return rsa_offer(msg, out);
     case wire::Mid::kRdmaRdCompl: {
-        const u32 n = msg.rdma_compl_len;
-        if ((src_.state != Zc::kActive && src_.state != Zc::kCancelling) || src_.sink_stopped ||
-            n == 0 || n > src_.len - src_.acked)
-            return -SDP_CORE_EPROTO;
-        src_.acked += n;
-        out->zc_bytes = n;
-        if (src_.acked == src_.len && src_.state == Zc::kActive)
-            src_.state = Zc::kDone;
+        const int err = src_rd_compl(msg.rdma_compl_len);
+        if (err != 0)
+            return err;
+        out->zc_bytes = msg.rdma_compl_len;
         return 0;
     }
     case wire::Mid::kSendSm:
-        if (src_.state == Zc::kActive && seq_at_or_after(msg.bsdh.mseq_ack, src_.mseq)) {
-            // The sink reads no more: cancel what it has not read (the
-            // specification's answer to SendSM), send the rest by bcopy
-            // once the cancel is acknowledged.
-            src_.sink_stopped = true;
-            src_.state = Zc::kCancelling;
-            src_cancel_due_ = true;
-        } else if (src_.state == Zc::kCancelling) {
-            src_.sink_stopped = true;
-            // Only the answer to our cancel ends it (src_cancel_due_: the
-            // cancel has not even gone yet).
-            if (!src_cancel_due_ && seq_at_or_after(msg.bsdh.mseq_ack, src_.cancel_mseq))
-                src_.state = Zc::kDone;
-        }
-        // Otherwise a SendSM about a SrcAvail that already ended: nothing.
+        src_send_sm(msg.bsdh.mseq_ack);
         return 0;
     case wire::Mid::kSrcAvailCancel:
-        // Always answered with SendSM, after the RdmaRdCompl of a read in
-        // progress; an offer already finished is answered too.
-        if (rsa_.active)
-            rsa_.stopped = true;
-        send_sm_due_ = true;
+        // It cancels every offer the source has out.  Always answered
+        // with SendSM, after the RdmaRdCompl of a read in progress; an
+        // offer already finished is answered too.
+        rsa_stop();
+        send_sm_answers_cancel_ = true;
+        rsa_cancel_awaited_ = false;
         return 0;
     case wire::Mid::kSinkAvail: {
         const wire::SinkAvail& sk = msg.sink_avail;
@@ -470,7 +632,7 @@ int Connection::zc_rx(const wire::Message& msg, sdp_core_rx* out)
             return -SDP_CORE_EPROTO;
         psink_ = PeerSinkAvail{sk.vaddr, sk.rkey, sk.len, false};
         // Usable only if the sink had every stream byte we sent.
-        psink_.usable = zc_answer_fits() && (src_.state == Zc::kIdle || src_.state == Zc::kDone) &&
+        psink_.usable = zc_answer_fits() && !src_pending() &&
                         seq_at_or_after(msg.bsdh.mseq_ack, last_data_mseq_) &&
                         (state_ & SDP_CS_SHUT_REQUESTED) == 0;
         out->zc_bytes = sk.len;

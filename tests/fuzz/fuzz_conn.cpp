@@ -380,7 +380,8 @@ void Harness::check_invariants()
         const sdp_core_zc_status st = zc_of(d);
         CHECK(st.src_state <= SDP_ZC_DONE && st.adv_state <= SDP_ZC_DONE);
         CHECK(st.src_acked <= st.src_len);
-        CHECK(st.rsa_left <= SDP_ZC_MAX_LEN && st.psink_len <= SDP_ZC_MAX_LEN);
+        CHECK(st.rsa_left <= SDP_CORE_MAX_ADVERTS * SDP_ZC_MAX_LEN &&
+              st.psink_len <= SDP_ZC_MAX_LEN);
         CHECK((st.rsa_reading != 0) == (d.rd_reading != 0));
         CHECK((st.wr_compl_pending != 0) == (d.wr_unreported != 0));
         if (st.src_state != SDP_ZC_IDLE)
@@ -963,15 +964,21 @@ void Harness::accepted(int s, const Bytes& msg, const sdp_core_rx& rx, u32 state
         const u32 n = rx.zc_bytes;
         switch (m.bsdh.mid) {
         case wire::Mid::kSrcAvail:
-            // One real offer at a time, none after DisConn; reported faithfully.
+            // Real offers, no more than we announced, none after DisConn;
+            // queued behind the earlier ones (or all given up at once),
+            // reported faithfully.
             CHECK(fits_zcopy(m.src_avail.len, m.src_avail.vaddr));
-            CHECK(zc0.rsa_left == 0 && zc0.rsa_reading == 0);
+            CHECK(zc0.rsa_offers < SDP_CORE_MAX_ADVERTS && st.rsa_offers == zc0.rsa_offers + 1);
             CHECK((state0 & SDP_CS_DISCONN_RCVD) == 0);
             CHECK(n == m.src_avail.len);
-            CHECK(st.rsa_left == n || st.rsa_left == 0);
-            if (st.rsa_left != 0)
+            CHECK(st.rsa_left == zc0.rsa_left + n || st.rsa_left == 0);
+            if (zc0.rsa_left != 0 && st.rsa_left != 0)
+                CHECK(st.rsa_vaddr == zc0.rsa_vaddr && st.rsa_rkey == zc0.rsa_rkey);
+            else if (st.rsa_left != 0)
                 CHECK(st.rsa_vaddr == m.src_avail.vaddr && st.rsa_rkey == m.src_avail.rkey);
             if (!hostile_) {
+                // Our own source offers one at a time.
+                CHECK(zc0.rsa_offers == 0);
                 const Reg& src = peer(s).src;
                 CHECK(src.live && src.len == n && src.off == d.got);
             }

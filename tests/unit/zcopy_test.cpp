@@ -102,12 +102,48 @@ class Zcopy : public ::testing::Test {
         return m;
     }
 
+    // Messages of a rogue source in place of A (A sends one SrcAvail at a
+    // time): mseq as given, acknowledging nothing of B's.
+    static Bytes RawMessage(unsigned mseq, int mid, unsigned size)
+    {
+        Bytes m(size, 0x5a);
+        m[0] = static_cast<unsigned char>(mid);
+        m[1] = 0;
+        m[2] = 0;
+        m[3] = kPosted;
+        PutBe32(m.data() + 4, size);
+        PutBe32(m.data() + 8, mseq);
+        PutBe32(m.data() + 12, 0);
+        return m;
+    }
+    static Bytes RawSrcAvail(unsigned mseq, unsigned len, unsigned long long vaddr)
+    {
+        Bytes m = RawMessage(mseq, SDP_MID_SRC_AVAIL, SDP_SRC_AVAIL_HDR_SIZE);
+        PutBe32(m.data() + 16, len);
+        PutBe32(m.data() + 20, 0x4321);
+        PutBe32(m.data() + 24, static_cast<unsigned>(vaddr >> 32));
+        PutBe32(m.data() + 28, static_cast<unsigned>(vaddr));
+        return m;
+    }
+    static Bytes RawControl(unsigned mseq, int mid) { return RawMessage(mseq, mid, SDP_BSDH_SIZE); }
+    static Bytes RawData(unsigned mseq, unsigned payload)
+    {
+        return RawMessage(mseq, SDP_MID_DATA, SDP_BSDH_SIZE + payload);
+    }
+    // A scratch copy of a connection, for a message that must fail.
+    static sdp_core_conn* Scratch(const sdp_core_conn* c)
+    {
+        static sdp_core_conn scratch;
+        scratch = *c;
+        return &scratch;
+    }
+
     static int Deliver(sdp_core_conn* to, const Bytes& m, sdp_core_rx* rx = nullptr)
     {
         sdp_core_rx local{};
         Bytes copy(m);
         return sdp_core_on_recv(to, copy.data(), static_cast<unsigned>(copy.size()),
-                                rx ? rx : &local);
+                                rx != nullptr ? rx : &local);
     }
 
   private:
@@ -320,11 +356,290 @@ TEST_F(Zcopy, NothingOvertakesTheOfferedBytes)
     PutBe32(raw + 8, 2);
     sdp_core_rx rx{};
     EXPECT_EQ(sdp_core_on_recv(B(), raw, sizeof(raw), &rx), -SDP_CORE_EPROTO);
-    unsigned char raw_sa[SDP_SRC_AVAIL_HDR_SIZE] = {SDP_MID_SRC_AVAIL, 0, 0, kPosted};
-    PutBe32(raw_sa + 4, sizeof(raw_sa));
-    PutBe32(raw_sa + 8, 2);
-    PutBe32(raw_sa + 16, 100);
-    EXPECT_EQ(sdp_core_on_recv(&copy, raw_sa, sizeof(raw_sa), &rx), -SDP_CORE_EPROTO);
+    // More SrcAvails than B accepts at once (its Hello said how many).
+    const unsigned max = St(A()).peer_max_adverts;
+    ASSERT_EQ(max, unsigned{SDP_CORE_MAX_ADVERTS});
+    for (unsigned mseq = 2; mseq <= max; mseq++)
+        ASSERT_EQ(Deliver(&copy, RawSrcAvail(mseq, 100, 0x1000 + 100 * mseq)), 0) << mseq;
+    EXPECT_EQ(St(&copy).rsa_offers, max);
+    EXPECT_EQ(Deliver(&copy, RawSrcAvail(max + 1, 100, 0x9000)), -SDP_CORE_EPROTO);
+}
+
+// Hello and HelloAck say how many offers each side queues; a HelloAck
+// without the extension (0) means one.
+TEST_F(Zcopy, HelloExchangeSaysHowManyOffersEachSideQueues)
+{
+    EXPECT_EQ(St(A()).peer_max_adverts, unsigned{SDP_CORE_MAX_ADVERTS});
+    EXPECT_EQ(St(B()).peer_max_adverts, unsigned{SDP_CORE_MAX_ADVERTS});
+    sdp_core_conn a{};
+    sdp_core_conn b{};
+    sdp_core_conn_init(&a, kBuf, kBuf);
+    sdp_core_conn_init(&b, kBuf, kBuf);
+    unsigned char req[SDP_CM_REQ_PRIVATE_DATA] = {};
+    unsigned char rep[SDP_CM_REP_PRIVATE_DATA] = {};
+    ASSERT_GT(BuildHello(&a, req, sizeof(req), kPosted, 5001, 0), 0);
+    EXPECT_EQ(req[19], SDP_CORE_MAX_ADVERTS) << "Hello max_adverts";
+    req[19] = 2;
+    ASSERT_EQ(sdp_core_on_hello(&b, req, sizeof(req)), 0);
+    ASSERT_GT(BuildHelloAck(&b, rep, sizeof(rep), kPosted), 0);
+    EXPECT_EQ(rep[19], SDP_CORE_MAX_ADVERTS) << "HelloAck ext_max_adverts";
+    EXPECT_EQ(St(&b).peer_max_adverts, 2u);
+    rep[19] = 0;
+    ASSERT_EQ(sdp_core_on_hello_ack(&a, rep, sizeof(rep)), 0);
+    EXPECT_EQ(St(&a).peer_max_adverts, 1u);
+}
+
+// A source with several SrcAvails out (a rogue here: A offers one at a
+// time): the sink reads them in stream order, one RDMA Read at a time, and
+// reports the bytes in order.
+TEST_F(Zcopy, QueuedOffersAreReadInStreamOrder)
+{
+    sdp_core_set_reader_waiting(B(), 1);
+    sdp_core_rx rx{};
+    ASSERT_EQ(Deliver(B(), RawSrcAvail(1, 1000, 0x10000), &rx), 0);
+    EXPECT_EQ(rx.zc_bytes, 1000u);
+    ASSERT_EQ(Deliver(B(), RawSrcAvail(2, 2000, 0x50000)), 0);
+    ASSERT_EQ(Deliver(B(), RawSrcAvail(3, 3000, 0x90000)), 0);
+    EXPECT_EQ(St(B()).rsa_left, 6000u);
+    EXPECT_EQ(St(B()).rsa_offers, 3u);
+    sdp_core_zc zc{};
+    ASSERT_EQ(sdp_core_rsa_next(B(), 0, &zc), SDP_RSA_READ);
+    EXPECT_EQ(zc.len, 1000u) << "a read never spans two offers";
+    EXPECT_EQ(zc.vaddr, 0x10000u);
+    EXPECT_EQ(sdp_core_rd_start(B(), 1001), -SDP_CORE_ESTATE);
+    ASSERT_EQ(sdp_core_rd_start(B(), 1000), 0);
+    EXPECT_EQ(sdp_core_rsa_next(B(), 0, &zc), SDP_RSA_NONE) << "one read at a time";
+    sdp_core_rd_done(B(), 1000);
+    EXPECT_EQ(St(B()).rsa_offers, 2u);
+    ASSERT_EQ(sdp_core_rsa_next(B(), 0, &zc), SDP_RSA_READ);
+    EXPECT_EQ(zc.vaddr, 0x50000u);
+    EXPECT_EQ(zc.len, 2000u);
+    ASSERT_EQ(sdp_core_rd_start(B(), 500), 0);
+    sdp_core_rd_done(B(), 500);
+    ASSERT_EQ(sdp_core_rsa_next(B(), 0, &zc), SDP_RSA_READ);
+    EXPECT_EQ(zc.vaddr, 0x50000u + 500);
+    EXPECT_EQ(zc.len, 1500u);
+    ASSERT_EQ(sdp_core_rd_start(B(), 1500), 0);
+    sdp_core_rd_done(B(), 1500);
+    EXPECT_EQ(St(B()).rsa_left, 3000u);
+    EXPECT_EQ(St(B()).rsa_vaddr, 0x90000u);
+    // One RdmaRdCompl may cover the end of one offer and more.
+    const Bytes compl_msg = Control(B(), SDP_MID_RDMA_RD_COMPL);
+    EXPECT_EQ(Be32(compl_msg.data() + SDP_BSDH_SIZE), 3000u);
+    ASSERT_EQ(sdp_core_rd_start(B(), 3000), 0);
+    sdp_core_rd_done(B(), 3000);
+    EXPECT_EQ(St(B()).rsa_offers, 0u);
+    EXPECT_EQ(ControlDue(B(), 0, kPosted), SDP_MID_RDMA_RD_COMPL);
+}
+
+// Giving up the first offer gives up those behind it (their bytes come
+// after its rest); the source cancels every offer it has out, even one
+// that crossed our SendSM, and the queue counts them until the answer.
+TEST_F(Zcopy, GivingUpAnOfferGivesUpTheOnesBehindItUntilTheCancel)
+{
+    sdp_core_set_reader_waiting(B(), 1);
+    ASSERT_EQ(Deliver(B(), RawSrcAvail(1, 1000, 0x10000)), 0);
+    ASSERT_EQ(Deliver(B(), RawSrcAvail(2, 2000, 0x50000)), 0);
+    ASSERT_EQ(sdp_core_rd_start(B(), 400), 0);
+    sdp_core_rsa_abandon(B()); // MSG_PEEK in another thread
+    EXPECT_EQ(St(B()).rsa_left, 0u);
+    EXPECT_EQ(ControlDue(B(), 0, kPosted), 0) << "the read is in progress";
+    sdp_core_rd_done(B(), 400);
+    Control(B(), SDP_MID_RDMA_RD_COMPL);
+    Control(B(), SDP_MID_SEND_SM);
+    // Crossing our SendSM: stopped, and counted.
+    sdp_core_rx rx{};
+    ASSERT_EQ(Deliver(B(), RawSrcAvail(3, 3000, 0x90000), &rx), 0);
+    EXPECT_EQ(St(B()).rsa_left, 0u) << "cancelled by the source already";
+    EXPECT_EQ(St(B()).rsa_offers, 3u);
+    ASSERT_EQ(Deliver(B(), RawSrcAvail(4, 3000, 0xd0000)), 0);
+    EXPECT_EQ(Deliver(Scratch(B()), RawSrcAvail(5, 3000, 0x110000)), -SDP_CORE_EPROTO)
+        << "more offers out than B accepts";
+    // Data cannot overtake the offers while the source owes the cancel...
+    sdp_core_conn before_cancel = *B();
+    // ... the cancel comes, its answer ends them all.
+    ASSERT_EQ(Deliver(B(), RawControl(5, SDP_MID_SRC_AVAIL_CANCEL)), 0);
+    EXPECT_EQ(Deliver(Scratch(B()), RawData(6, 100)), -SDP_CORE_EPROTO)
+        << "bcopy before the answer to the cancel";
+    Control(B(), SDP_MID_SEND_SM);
+    EXPECT_EQ(St(B()).rsa_offers, 0u);
+    ASSERT_EQ(Deliver(B(), RawData(6, 100)), 0) << "the rest by bcopy";
+    ASSERT_EQ(Deliver(B(), RawSrcAvail(7, 5000, 0x200000)), 0);
+    EXPECT_EQ(St(B()).rsa_left, 5000u) << "a new offer is read again";
+    // A source that sends the rest without cancelling (not this one) ended
+    // the offers: tolerated, as a single offer's was.
+    ASSERT_EQ(Deliver(&before_cancel, RawData(5, 100)), 0);
+    EXPECT_EQ(St(&before_cancel).rsa_offers, 0u);
+}
+
+// The source cancels (a signal) while two offers are queued and the first
+// is being read: its RdmaRdCompl, then one SendSM ends both.
+TEST_F(Zcopy, ACancelEndsEveryQueuedOffer)
+{
+    sdp_core_set_reader_waiting(B(), 1);
+    ASSERT_EQ(Deliver(B(), RawSrcAvail(1, 1000, 0x10000)), 0);
+    ASSERT_EQ(Deliver(B(), RawSrcAvail(2, 2000, 0x50000)), 0);
+    ASSERT_EQ(sdp_core_rd_start(B(), 1000), 0);
+    ASSERT_EQ(Deliver(B(), RawControl(3, SDP_MID_SRC_AVAIL_CANCEL)), 0);
+    EXPECT_EQ(St(B()).rsa_left, 0u);
+    EXPECT_EQ(ControlDue(B(), 0, kPosted), 0) << "the read is in progress";
+    sdp_core_rd_done(B(), 1000);
+    const Bytes compl_msg = Control(B(), SDP_MID_RDMA_RD_COMPL);
+    EXPECT_EQ(Be32(compl_msg.data() + SDP_BSDH_SIZE), 1000u);
+    Control(B(), SDP_MID_SEND_SM);
+    EXPECT_EQ(ControlDue(B(), 0, kPosted), 0) << "one SendSM answers the cancel";
+    EXPECT_EQ(St(B()).rsa_offers, 0u);
+    ASSERT_EQ(Deliver(B(), RawData(4, 2000)), 0);
+}
+
+// ---- several SrcAvails of the source -------------------------------------------
+
+// As many offers as the host allows and the peer accepts, no more.
+TEST_F(Zcopy, SeveralSrcAvailsUpToTheHostsAndThePeersLimit)
+{
+    unsigned char hdr[SDP_SRC_AVAIL_HDR_SIZE];
+    const sdp_core_zc zc{1000, 1, 0x1000};
+    ASSERT_GT(TxSrcAvail(A(), hdr, sizeof(hdr), &zc, kPosted), 0);
+    EXPECT_EQ(TxSrcAvail(A(), hdr, sizeof(hdr), &zc, kPosted), -SDP_CORE_ESTATE)
+        << "one at a time until the host says more";
+    sdp_core_set_src_limit(A(), 3);
+    ASSERT_GT(TxSrcAvail(A(), hdr, sizeof(hdr), &zc, kPosted), 0);
+    ASSERT_GT(TxSrcAvail(A(), hdr, sizeof(hdr), &zc, kPosted), 0);
+    EXPECT_EQ(TxSrcAvail(A(), hdr, sizeof(hdr), &zc, kPosted), -SDP_CORE_ESTATE);
+    EXPECT_EQ(St(A()).src_offers, 3u);
+    // A peer whose HelloAck says nothing (0): one.
+    sdp_core_conn a{};
+    sdp_core_conn b{};
+    sdp_core_conn_init(&a, kBuf, kBuf);
+    sdp_core_conn_init(&b, kBuf, kBuf);
+    unsigned char req[SDP_CM_REQ_PRIVATE_DATA] = {};
+    unsigned char rep[SDP_CM_REP_PRIVATE_DATA] = {};
+    ASSERT_GT(BuildHello(&a, req, sizeof(req), kPosted, 5001, 0), 0);
+    ASSERT_EQ(sdp_core_on_hello(&b, req, sizeof(req)), 0);
+    ASSERT_GT(BuildHelloAck(&b, rep, sizeof(rep), kPosted), 0);
+    rep[19] = 0;
+    ASSERT_EQ(sdp_core_on_hello_ack(&a, rep, sizeof(rep)), 0);
+    sdp_core_set_src_limit(&a, 4);
+    ASSERT_GT(TxSrcAvail(&a, hdr, sizeof(hdr), &zc, kPosted), 0);
+    EXPECT_EQ(TxSrcAvail(&a, hdr, sizeof(hdr), &zc, kPosted), -SDP_CORE_ESTATE);
+}
+
+// RdmaRdCompl bytes apply in order across offers; each ends when read in
+// full, and the host releases the oldest.  A new offer may follow one read
+// in full before its release, not one that ended with bytes left.
+TEST_F(Zcopy, QueuedSrcAvailsEndInStreamOrder)
+{
+    sdp_core_set_src_limit(A(), 4);
+    sdp_core_set_reader_waiting(B(), 1);
+    ASSERT_EQ(Deliver(B(), SrcAvail(A(), 1000, 1, 0x10000)), 0);
+    ASSERT_EQ(Deliver(B(), SrcAvail(A(), 2000, 2, 0x20000)), 0);
+    ASSERT_EQ(Deliver(B(), SrcAvail(A(), 3000, 3, 0x30000)), 0);
+    EXPECT_EQ(St(B()).rsa_left, 6000u);
+    EXPECT_EQ(sdp_core_tx_decide(A(), 100, 1, 0), SDP_TX_HOLD) << "no Data behind the offers";
+    ASSERT_EQ(sdp_core_rd_start(B(), 1000), 0);
+    sdp_core_rd_done(B(), 1000);
+    ASSERT_EQ(sdp_core_rd_start(B(), 500), 0);
+    sdp_core_rd_done(B(), 500);
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_RDMA_RD_COMPL)), 0); // 1500
+    unsigned acked = 0;
+    EXPECT_EQ(sdp_core_src_end(A(), &acked), SDP_SRC_READ);
+    EXPECT_EQ(acked, 1000u);
+    EXPECT_EQ(St(A()).src_offers, 3u);
+    // Read in full, not released yet: a new offer may follow it.
+    ASSERT_EQ(Deliver(B(), SrcAvail(A(), 4000, 4, 0x40000)), 0);
+    sdp_core_src_release(A());
+    EXPECT_EQ(sdp_core_src_end(A(), &acked), SDP_SRC_PENDING);
+    EXPECT_EQ(acked, 500u);
+    sdp_core_src_release(A()); // not ended: nothing
+    EXPECT_EQ(St(A()).src_offers, 3u);
+    ASSERT_EQ(sdp_core_rd_start(B(), 1500), 0);
+    sdp_core_rd_done(B(), 1500);
+    ASSERT_EQ(sdp_core_rd_start(B(), 3000), 0);
+    sdp_core_rd_done(B(), 3000);
+    ASSERT_EQ(sdp_core_rd_start(B(), 4000), 0);
+    sdp_core_rd_done(B(), 4000);
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_RDMA_RD_COMPL)), 0); // 8500
+    for (unsigned want : {2000u, 3000u, 4000u}) {
+        EXPECT_EQ(sdp_core_src_end(A(), &acked), SDP_SRC_READ);
+        EXPECT_EQ(acked, want);
+        sdp_core_src_release(A());
+    }
+    EXPECT_EQ(sdp_core_src_end(A(), nullptr), SDP_SRC_NONE);
+    EXPECT_EQ(sdp_core_tx_decide(A(), 100, 1, 0), SDP_TX_POST);
+    // More than is left unread is a lie.
+    ASSERT_EQ(Deliver(B(), SrcAvail(A(), 100, 5, 0x50000)), 0);
+    sdp_core_conn copy = *A();
+    unsigned char raw[SDP_RDMA_COMPL_SIZE] = {SDP_MID_RDMA_RD_COMPL, 0, 0, kPosted};
+    PutBe32(raw + 4, sizeof(raw));
+    PutBe32(raw + 8, 3);
+    PutBe32(raw + 12, 5);
+    PutBe32(raw + 16, 101);
+    sdp_core_rx rx{};
+    EXPECT_EQ(sdp_core_on_recv(&copy, raw, sizeof(raw), &rx), -SDP_CORE_EPROTO);
+}
+
+// A SendSM about the first offer cancels every offer (their bytes follow
+// its rest), one that crossed the SendSM too; the answer to the one cancel
+// ends them all, each with what was read of it, and the rest goes by bcopy.
+TEST_F(Zcopy, SendSmCancelsEveryOfferOneCrossingItToo)
+{
+    sdp_core_set_src_limit(A(), 4);
+    sdp_core_set_reader_waiting(B(), 1);
+    ASSERT_EQ(Deliver(B(), SrcAvail(A(), 1000, 1, 0x10000)), 0);
+    ASSERT_EQ(Deliver(B(), SrcAvail(A(), 2000, 2, 0x20000)), 0);
+    ASSERT_EQ(sdp_core_rd_start(B(), 300), 0);
+    sdp_core_rd_done(B(), 300);
+    sdp_core_rsa_abandon(B()); // MSG_PEEK
+    const Bytes rd = Control(B(), SDP_MID_RDMA_RD_COMPL);
+    const Bytes sm = Control(B(), SDP_MID_SEND_SM);
+    const Bytes crossing = SrcAvail(A(), 3000, 3, 0x30000);
+    ASSERT_EQ(Deliver(A(), rd), 0);
+    ASSERT_EQ(Deliver(A(), sm), 0);
+    EXPECT_EQ(St(A()).src_state, unsigned{SDP_ZC_CANCELLING});
+    unsigned char hdr[SDP_SRC_AVAIL_HDR_SIZE];
+    const sdp_core_zc zc{1000, 1, 0x1000};
+    EXPECT_EQ(TxSrcAvail(A(), hdr, sizeof(hdr), &zc, kPosted), -SDP_CORE_ESTATE)
+        << "no new offer while cancelling";
+    ASSERT_EQ(Deliver(B(), crossing), 0);
+    EXPECT_EQ(St(B()).rsa_left, 0u) << "crossed the SendSM: never read";
+    ASSERT_EQ(Deliver(B(), Control(A(), SDP_MID_SRC_AVAIL_CANCEL)), 0);
+    EXPECT_EQ(ControlDue(A(), 0, kPosted), 0) << "one cancel for all";
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_SEND_SM)), 0);
+    unsigned acked = 99;
+    for (unsigned want : {300u, 0u, 0u}) {
+        EXPECT_EQ(sdp_core_src_end(A(), &acked), SDP_SRC_STOPPED);
+        EXPECT_EQ(acked, want);
+        sdp_core_src_release(A());
+    }
+    EXPECT_EQ(sdp_core_src_end(A(), nullptr), SDP_SRC_NONE);
+    EXPECT_EQ(St(B()).rsa_offers, 0u);
+    ASSERT_EQ(Deliver(B(), Data(A(), 1000)), 0) << "the rest by bcopy";
+}
+
+// The host takes its offers back (a signal): one cancel for all; the
+// sink's RdmaRdCompl for a read in progress still counts.
+TEST_F(Zcopy, SrcCancelTakesBackEveryOffer)
+{
+    sdp_core_set_src_limit(A(), 4);
+    sdp_core_set_reader_waiting(B(), 1);
+    ASSERT_EQ(Deliver(B(), SrcAvail(A(), 1000, 1, 0x10000)), 0);
+    ASSERT_EQ(Deliver(B(), SrcAvail(A(), 2000, 2, 0x20000)), 0);
+    ASSERT_EQ(sdp_core_rd_start(B(), 1000), 0);
+    EXPECT_EQ(sdp_core_src_cancel(A()), 1);
+    EXPECT_EQ(sdp_core_src_cancel(A()), 0) << "cancelled already";
+    ASSERT_EQ(Deliver(B(), Control(A(), SDP_MID_SRC_AVAIL_CANCEL)), 0);
+    sdp_core_rd_done(B(), 1000);
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_RDMA_RD_COMPL)), 0);
+    EXPECT_EQ(sdp_core_src_end(A(), nullptr), SDP_SRC_PENDING) << "until the answer";
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_SEND_SM)), 0);
+    unsigned acked = 0;
+    EXPECT_EQ(sdp_core_src_end(A(), &acked), SDP_SRC_READ);
+    EXPECT_EQ(acked, 1000u);
+    sdp_core_src_release(A());
+    EXPECT_EQ(sdp_core_src_end(A(), &acked), SDP_SRC_CANCELLED);
+    EXPECT_EQ(acked, 0u);
+    sdp_core_src_release(A());
+    EXPECT_EQ(St(A()).src_offers, 0u);
 }
 
 TEST_F(Zcopy, DisConnWaitsForTheSrcAvail)

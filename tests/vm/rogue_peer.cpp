@@ -351,6 +351,7 @@ bool RoguePeer::connect(const char* ip, int port, int timeout_ms)
         kernel_errors_.push_back("bad HelloAck");
     peer_hello_bufs_ = ack.bufs;
     peer_rcv_size_ = get32(rep.data() + 20);
+    peer_max_adverts_ = rep[19] != 0 ? rep[19] : 1; // HelloAck ext_max_adverts
     tx_credits_ = ack.bufs;
     connected_ = true;
     return true;
@@ -385,6 +386,7 @@ bool RoguePeer::accept(int timeout_ms)
         kernel_errors_.push_back("bad Hello");
     peer_hello_bufs_ = hello.bufs;
     peer_rcv_size_ = get32(req.data() + 24);
+    peer_max_adverts_ = req[19]; // Hello max_adverts
     if (!setup_resources(id_))
         return false;
 

@@ -125,6 +125,8 @@ class RoguePeer {
     // What the peer's Hello or HelloAck said.
     uint32_t peer_rcv_size() const { return peer_rcv_size_; }
     uint16_t peer_hello_bufs() const { return peer_hello_bufs_; }
+    // SrcAvails the kernel accepts outstanding (its max_adverts).
+    uint8_t peer_max_adverts() const { return peer_max_adverts_; }
 
     // ---- the engine ----
     // Handle the completions and CM events there are; if there were none,
@@ -266,6 +268,7 @@ class RoguePeer {
     uint32_t acked_rx_mseq_ = 0;   // mseq_ack of our last message
     uint32_t peer_rcv_size_ = 0;
     uint16_t peer_hello_bufs_ = 0;
+    uint8_t peer_max_adverts_ = 0;
 
     std::deque<uint8_t> stream_;
     std::deque<Message> inbox_;

@@ -43,6 +43,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
+#include <sys/ioctl.h>
 
 namespace sdp::vmtest {
 namespace {
@@ -895,21 +896,103 @@ TEST_F(RogueSink, SrcAvailWithInlinePayloadResets)
     rejected_offer(64 * kKiB, 0, std::nullopt, std::vector<uint8_t>(100, 0x42));
 }
 
-// Case 4: a second SrcAvail while the first is outstanding (nobody reads:
-// recv() is called only afterwards, so the first stays unread).
-TEST_F(RogueSink, SecondSrcAvailWhileOneOutstandingResets)
+// Case 4: more SrcAvails outstanding than the kernel accepts (its
+// max_adverts); nobody reads: recv() is called only afterwards.
+TEST_F(RogueSink, MoreSrcAvailsThanAdvertisedResets)
 {
     RoguePeer r;
     ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
+    const unsigned max = r.peer_max_adverts();
+    ASSERT_GE(max, 2u) << "the kernel queues several offers";
     Src s;
-    ASSERT_NO_FATAL_FAILURE(make_src(r, &s));
+    ASSERT_NO_FATAL_FAILURE(make_src(r, &s, (max + 1) * 16 * kKiB));
     const uint64_t va = reinterpret_cast<uintptr_t>(s.mem.data());
-    ASSERT_TRUE(r.send_src_avail(64 * kKiB, s.mr->rkey, va)) << r.error();
-    ASSERT_TRUE(r.send_src_avail(64 * kKiB, s.mr->rkey, va + 64 * kKiB)) << r.error();
+    for (unsigned i = 0; i <= max; i++)
+        ASSERT_TRUE(r.send_src_avail(16 * kKiB, s.mr->rkey, va + i * 16 * kKiB)) << r.error();
     expect_kernel_aborted(r);
-    expect_socket_reset(r, "recv() after a second SrcAvail");
+    expect_socket_reset(r, "recv() after one SrcAvail too many");
     EXPECT_EQ(delta("conn_err_protocol"), 1u);
     EXPECT_EQ(delta("zcopy_rx_bytes"), 0u) << "bytes of an aborted connection's offer were read";
+    expect_clean_rogue(r);
+}
+
+// A source with its max_adverts of SrcAvails out: one recv() reads them
+// all by RDMA Read, in stream order (the rogue's pieces lie in its memory
+// in reverse), and the rogue gets RdmaRdCompl for every byte.
+TEST_F(RogueSink, QueuedSrcAvailsAreReadInStreamOrder)
+{
+    RoguePeer r;
+    ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
+    const unsigned n = r.peer_max_adverts();
+    ASSERT_GE(n, 2u) << "the kernel queues several offers";
+    constexpr size_t kPiece = 64 * kKiB;
+    Src s;
+    ASSERT_NO_FATAL_FAILURE(make_src(r, &s, n * kPiece));
+    for (unsigned k = 0; k < n; k++)
+        for (size_t i = 0; i < kPiece; i++)
+            s.mem[(n - 1 - k) * kPiece + i] = pattern(k * kPiece + i, 9);
+    const uint64_t va = reinterpret_cast<uintptr_t>(s.mem.data());
+    for (unsigned k = 0; k < n; k++)
+        ASSERT_TRUE(r.send_src_avail(kPiece, s.mr->rkey, va + (n - 1 - k) * kPiece)) << r.error();
+    auto in = std::make_shared<std::vector<uint8_t>>(n * kPiece, 0x33);
+    KernelCall k = kernel_recv(in, MSG_WAITALL);
+    uint64_t reported = 0;
+    while (reported < n * kPiece) {
+        const auto m = r.wait_for_any({SDP_MID_RDMA_RD_COMPL, SDP_MID_SEND_SM}, kDetectMs);
+        ASSERT_TRUE(m) << "reported " << reported << " bytes read; " << r.describe();
+        ASSERT_EQ(m->h.mid, SDP_MID_RDMA_RD_COMPL) << "an offer was given up; " << r.describe();
+        reported += m->compl_len;
+    }
+    EXPECT_EQ(reported, n * kPiece);
+    const auto res = k.wait(kDetectMs);
+    ASSERT_TRUE(res) << r.describe();
+    EXPECT_EQ(res->ret, static_cast<ssize_t>(n * kPiece)) << describe_call(res);
+    EXPECT_EQ(mismatch(in->data(), in->size(), 0, 9), -1) << "the offers' bytes out of order";
+    EXPECT_GE(delta("zcopy_rdma_reads"), n);
+    EXPECT_EQ(delta("zcopy_rx_bytes"), n * kPiece);
+    EXPECT_EQ(delta("conn_err_protocol"), 0u);
+    expect_clean_rogue(r);
+}
+
+// A peek gives up the first of the queued offers and with it the ones
+// behind it, even one the rogue sent after the kernel's SendSM: one
+// SrcAvailCancel cancels them all, the kernel's SendSM answers it, and the
+// bytes come by Data, in order.
+TEST_F(RogueSink, GivingUpAnOfferGivesUpTheQueueBehindIt)
+{
+    SysctlOverride grace("zcopy_sink_wait_ms", "20000"); // the offers stay
+    RoguePeer r;
+    ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
+    ASSERT_GE(r.peer_max_adverts(), 3u) << "the kernel queues several offers";
+    constexpr size_t kPiece = 16 * kKiB;
+    Src s;
+    ASSERT_NO_FATAL_FAILURE(make_src(r, &s, 3 * kPiece));
+    const uint64_t va = reinterpret_cast<uintptr_t>(s.mem.data());
+    ASSERT_TRUE(r.send_src_avail(kPiece, s.mr->rkey, va)) << r.error();
+    ASSERT_TRUE(r.send_src_avail(kPiece, s.mr->rkey, va + kPiece)) << r.error();
+    pollfd pfd{kfd_.get(), POLLIN, 0};
+    ASSERT_EQ(poll(&pfd, 1, kDetectMs), 1) << "the offers do not make the socket readable";
+    int avail = -1;
+    ASSERT_EQ(ioctl(kfd_.get(), FIONREAD, &avail), 0) << strerror(errno);
+    EXPECT_EQ(avail, static_cast<int>(2 * kPiece)) << "FIONREAD counts every queued offer";
+    char peek[100];
+    EXPECT_EQ(recv(kfd_.get(), peek, sizeof(peek), MSG_PEEK | MSG_DONTWAIT), -1);
+    EXPECT_EQ(errno, EAGAIN);
+    ASSERT_TRUE(r.wait_for(SDP_MID_SEND_SM, kDetectMs)) << "no SendSM; " << r.describe();
+    // Sent before the rogue "saw" the SendSM: cancelled with the others.
+    ASSERT_TRUE(r.send_src_avail(kPiece, s.mr->rkey, va + 2 * kPiece)) << r.error();
+    ASSERT_TRUE(r.send_control(SDP_MID_SRC_AVAIL_CANCEL)) << r.error();
+    ASSERT_TRUE(r.wait_for(SDP_MID_SEND_SM, kDetectMs))
+        << "the cancel unanswered; " << r.describe();
+    ASSERT_TRUE(r.send_data(s.mem.data(), s.mem.size())) << r.error();
+    std::vector<uint8_t> got(3 * kPiece, 0x33);
+    ASSERT_EQ(recv(kfd_.get(), got.data(), got.size(), MSG_WAITALL),
+              static_cast<ssize_t>(got.size()))
+        << strerror(errno);
+    EXPECT_EQ(mismatch(got.data(), got.size(), 0, 9), -1);
+    EXPECT_EQ(r.rx_count(SDP_MID_RDMA_RD_COMPL), 0u) << "a given-up offer was read";
+    EXPECT_EQ(delta("zcopy_rx_bytes"), 0u);
+    EXPECT_EQ(delta("conn_err_protocol"), 0u);
     expect_clean_rogue(r);
 }
 

@@ -1139,8 +1139,9 @@ void expect_zero_copy_notes(const std::vector<ZcNote>& notes, uint32_t count)
 // A MSG_ZEROCOPY send of an SDP socket returns once the SrcAvail is out,
 // without waiting for the peer to read; until the peer has read the buffer
 // and its key is invalid there is no notification, the pages stay pinned
-// (VmPin) and the stream is the offer's (no POLLOUT, SIOCOUTQ counts the
-// bytes).  Then the notification comes (zero copy, not COPIED), the pin
+// (VmPin) and the stream is the offer's (SIOCOUTQ counts the bytes; a
+// plain send gets EAGAIN, while POLLOUT says another MSG_ZEROCOPY send
+// would join the offer).  Then the notification comes (zero copy, not COPIED), the pin
 // goes, and the next send takes the next number.
 TEST_F(ZeroCopy, MsgZerocopySendReturnsBeforeThePeerReads)
 {
@@ -1160,7 +1161,12 @@ TEST_F(ZeroCopy, MsgZerocopySendReturnsBeforeThePeerReads)
     EXPECT_EQ(ioctl(c, SIOCOUTQ, &outq), 0);
     EXPECT_EQ(outq, static_cast<int>(kMiB));
     pollfd pfd{c, POLLOUT, 0};
-    EXPECT_EQ(poll(&pfd, 1, 0), 0) << "revents " << pfd.revents;
+    EXPECT_EQ(poll(&pfd, 1, 0), 1) << "another MSG_ZEROCOPY send would go";
+    EXPECT_EQ(pfd.revents, POLLOUT);
+    const char byte = 'x';
+    errno = 0;
+    EXPECT_EQ(send(c, &byte, 1, MSG_DONTWAIT), -1) << "bytes overtaking the offer";
+    EXPECT_EQ(errno, EAGAIN);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     EXPECT_TRUE(no_note_yet(c)) << "notified while nobody read";
 
@@ -1192,6 +1198,107 @@ TEST_F(ZeroCopy, MsgZerocopySendReturnsBeforeThePeerReads)
     EXPECT_EQ(ioctl(c, SIOCOUTQ, &outq), 0);
     EXPECT_EQ(outq, 0);
     EXPECT_TRUE(no_note_yet(c));
+}
+
+// Wait (bounded) until `fd` has `want` bytes to read (FIONREAD): the
+// peer's offers arrived.
+void wait_readable_bytes(int fd, int want)
+{
+    int avail = -1;
+    for (int i = 0; i < 500 * wait_scale(); i++) {
+        ASSERT_EQ(ioctl(fd, FIONREAD, &avail), 0) << strerror(errno);
+        if (avail >= want)
+            break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(avail, want);
+}
+
+// Several MSG_ZEROCOPY sends in flight at once (net.sdp.zcopy_async_offers,
+// 4): each returns once its SrcAvail is out while the reader has read
+// nothing; the sink queues the offers (FIONREAD counts them all) and reads
+// them in stream order by RDMA Read; the notifications come in order, none
+// COPIED.  A fifth send waits for room.
+TEST_F(ZeroCopy, MsgZerocopySeveralSendsInFlightAtOnce)
+{
+    const int c = zerocopy_client(p_);
+    constexpr uint32_t kInFlight = 4;
+    constexpr size_t kLen = 256 * 1024;
+    std::vector<std::vector<unsigned char>> bufs(kInFlight + 1, std::vector<unsigned char>(kLen));
+    for (uint32_t k = 0; k <= kInFlight; k++)
+        fill(bufs[k], k * kLen, 5);
+    for (uint32_t k = 0; k < kInFlight; k++)
+        ASSERT_EQ(send(c, bufs[k].data(), kLen, MSG_ZEROCOPY | MSG_NOSIGNAL),
+                  static_cast<ssize_t>(kLen))
+            << "send " << k << ": " << strerror(errno);
+    EXPECT_EQ(sock_stats(c).src_avail_sent, kInFlight) << "one SrcAvail each";
+    EXPECT_EQ(delta("zcopy_async_joined"), kInFlight - 1) << "joined the offers in flight";
+    EXPECT_TRUE(no_note_yet(c));
+    ASSERT_NO_FATAL_FAILURE(wait_readable_bytes(p_.server.get(), kInFlight * kLen));
+    // No room for a fifth: EAGAIN, and no POLLOUT.
+    pollfd pfd{c, POLLOUT, 0};
+    EXPECT_EQ(poll(&pfd, 1, 0), 0) << "revents " << pfd.revents;
+    errno = 0;
+    EXPECT_EQ(send(c, bufs[kInFlight].data(), kLen, MSG_ZEROCOPY | MSG_NOSIGNAL | MSG_DONTWAIT),
+              -1);
+    EXPECT_EQ(errno, EAGAIN);
+    std::thread sender([&] {
+        EXPECT_EQ(send(c, bufs[kInFlight].data(), kLen, MSG_ZEROCOPY | MSG_NOSIGNAL),
+                  static_cast<ssize_t>(kLen))
+            << strerror(errno);
+    });
+    recv_stream(p_.server.get(), (kInFlight + 1) * kLen, (kInFlight + 1) * kLen, 5, MSG_WAITALL);
+    sender.join();
+    std::vector<ZcNote> notes;
+    collect_notes(c, kInFlight, &notes);
+    expect_zero_copy_notes(notes, kInFlight + 1);
+    EXPECT_EQ(delta("zcopy_rx_bytes"), (kInFlight + 1) * kLen);
+    EXPECT_EQ(delta("zcopy_fallback_send_sm"), 0u);
+    EXPECT_EQ(delta("cpu_copy_bytes"), 0u);
+    const sdp_sock_stats st = sock_stats(c);
+    EXPECT_EQ(st.zc_tx_bytes, (kInFlight + 1) * kLen);
+    int outq = -1;
+    EXPECT_EQ(ioctl(c, SIOCOUTQ, &outq), 0);
+    EXPECT_EQ(outq, 0);
+}
+
+// The sink gives up the first of several offers in flight (MSG_PEEK): all
+// of them end with one cancel; the first's bytes and the others' go by
+// bcopy from their pinned buffers, in stream order, and every notification
+// says COPIED.
+TEST_F(ZeroCopy, MsgZerocopyGivingUpOneOfSeveralOffersCopiesThemInOrder)
+{
+    const int c = zerocopy_client(p_);
+    constexpr uint32_t kInFlight = 3;
+    constexpr size_t kLen = 256 * 1024;
+    std::vector<std::vector<unsigned char>> bufs(kInFlight, std::vector<unsigned char>(kLen));
+    for (uint32_t k = 0; k < kInFlight; k++) {
+        fill(bufs[k], k * kLen, 6);
+        ASSERT_EQ(send(c, bufs[k].data(), kLen, MSG_ZEROCOPY | MSG_NOSIGNAL),
+                  static_cast<ssize_t>(kLen))
+            << "send " << k << ": " << strerror(errno);
+    }
+    ASSERT_NO_FATAL_FAILURE(wait_readable_bytes(p_.server.get(), kInFlight * kLen));
+    unsigned char head[100];
+    ASSERT_EQ(recv(p_.server.get(), head, sizeof(head), MSG_PEEK),
+              static_cast<ssize_t>(sizeof(head)))
+        << strerror(errno);
+    for (size_t i = 0; i < sizeof(head); i++)
+        ASSERT_EQ(head[i], pattern(i, 6)) << "byte " << i;
+    recv_stream(p_.server.get(), kInFlight * kLen, 64 * 1024, 6);
+    std::vector<ZcNote> notes;
+    collect_notes(c, kInFlight - 1, &notes);
+    uint32_t next = 0;
+    for (const ZcNote& n : notes) {
+        EXPECT_EQ(n.ee.ee_info, next) << "a gap in the numbers";
+        EXPECT_NE(n.ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED, 0) << "ids " << n.ee.ee_info;
+        next = n.ee.ee_data + 1;
+    }
+    EXPECT_EQ(next, kInFlight);
+    EXPECT_GE(delta("zcopy_fallback_send_sm"), 1u);
+    EXPECT_EQ(delta("zcopy_rx_bytes"), 0u);
+    const sdp_sock_stats st = sock_stats(c);
+    EXPECT_EQ(st.tx_bcopy_bytes, kInFlight * kLen);
 }
 
 // Send `len` pattern bytes (seed) from an anonymous mapping with
@@ -1308,9 +1415,9 @@ TEST_F(ZeroCopy, MsgZerocopyShutdownAndCloseGoAfterTheBytes)
 }
 
 // A non-blocking MSG_ZEROCOPY send goes by zero copy too (it waits for
-// nobody); the next one gets EAGAIN, and poll() no POLLOUT, while the offer
-// owns the stream.  If the peer resets the connection instead of reading,
-// the notification still comes (the buffer is free), as TCP's does.
+// nobody); a plain send gets EAGAIN while the offer owns the stream.  If
+// the peer resets the connection instead of reading, the notification
+// still comes (the buffer is free), as TCP's does.
 TEST_F(ZeroCopy, MsgZerocopyNonblockingSendAndAPeerThatResets)
 {
     const int c = zerocopy_client(p_);
@@ -1318,10 +1425,9 @@ TEST_F(ZeroCopy, MsgZerocopyNonblockingSendAndAPeerThatResets)
     ASSERT_NE(buf, nullptr);
     EXPECT_EQ(sock_stats(c).src_avail_sent, 1u);
     errno = 0;
-    EXPECT_EQ(send(c, buf, kMiB, MSG_ZEROCOPY | MSG_DONTWAIT | MSG_NOSIGNAL), -1);
+    EXPECT_EQ(send(c, buf, 1, MSG_DONTWAIT | MSG_NOSIGNAL), -1) << "a byte overtaking the offer";
     EXPECT_EQ(errno, EAGAIN);
     pollfd pfd{c, POLLOUT, 0};
-    EXPECT_EQ(poll(&pfd, 1, 0), 0) << "revents " << pfd.revents;
     recv_stream(p_.server.get(), kMiB, kMiB, 8, MSG_WAITALL);
     std::vector<ZcNote> notes;
     collect_notes(c, 0, &notes);
