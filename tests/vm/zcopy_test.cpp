@@ -1301,6 +1301,42 @@ TEST_F(ZeroCopy, MsgZerocopyGivingUpOneOfSeveralOffersCopiesThemInOrder)
     EXPECT_EQ(st.tx_bcopy_bytes, kInFlight * kLen);
 }
 
+// Several offers in flight and the peer resets the connection (it closes
+// with the offers unread): every send is still notified, in order, once
+// its pages are released, as TCP's are when it frees its queue; the pins
+// go; the socket reports the reset.
+TEST_F(ZeroCopy, MsgZerocopySeveralInFlightAndAPeerThatResets)
+{
+    const int c = zerocopy_client(p_);
+    const long pin_before = vm_pin_kib();
+    constexpr uint32_t kInFlight = 4;
+    constexpr size_t kLen = 256 * 1024;
+    std::vector<std::vector<unsigned char>> bufs(kInFlight, std::vector<unsigned char>(kLen));
+    for (uint32_t k = 0; k < kInFlight; k++) {
+        fill(bufs[k], k * kLen, 7);
+        ASSERT_EQ(send(c, bufs[k].data(), kLen, MSG_ZEROCOPY | MSG_NOSIGNAL),
+                  static_cast<ssize_t>(kLen))
+            << "send " << k << ": " << strerror(errno);
+    }
+    ASSERT_NO_FATAL_FAILURE(wait_readable_bytes(p_.server.get(), kInFlight * kLen));
+    EXPECT_EQ(delta("zcopy_async_joined"), kInFlight - 1);
+    p_.server.reset();
+    std::vector<ZcNote> notes;
+    collect_notes(c, kInFlight - 1, &notes);
+    uint32_t next = 0;
+    for (const ZcNote& n : notes) {
+        EXPECT_EQ(n.ee.ee_info, next) << "a gap in the numbers";
+        next = n.ee.ee_data + 1;
+    }
+    EXPECT_EQ(next, kInFlight);
+    EXPECT_TRUE(no_note_yet(c));
+    EXPECT_EQ(vm_pin_kib(), pin_before) << "pins outlived the notifications";
+    char byte = 0;
+    errno = 0;
+    EXPECT_EQ(send(c, &byte, 1, MSG_NOSIGNAL), -1);
+    EXPECT_TRUE(errno == ECONNRESET || errno == EPIPE) << strerror(errno);
+}
+
 // Send `len` pattern bytes (seed) from an anonymous mapping with
 // MSG_ZEROCOPY; returns the mapping (the caller unmaps it).
 unsigned char* send_mapped(int fd, size_t len, uint64_t seed, int flags = 0)
