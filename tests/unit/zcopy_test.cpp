@@ -102,6 +102,30 @@ class Zcopy : public ::testing::Test {
         return m;
     }
 
+    // A fresh pair a (active) and b (passive) through the Hello exchange;
+    // the Hello's max_adverts and the HelloAck's ext_max_adverts are set
+    // to the given values unless negative.
+    static void Handshake(sdp_core_conn* a, sdp_core_conn* b, int hello_adverts, int ack_adverts,
+                          unsigned char* req_out = nullptr, unsigned char* rep_out = nullptr)
+    {
+        sdp_core_conn_init(a, kBuf, kBuf);
+        sdp_core_conn_init(b, kBuf, kBuf);
+        unsigned char req[SDP_CM_REQ_PRIVATE_DATA] = {};
+        unsigned char rep[SDP_CM_REP_PRIVATE_DATA] = {};
+        ASSERT_GT(BuildHello(a, req, sizeof(req), kPosted, 5001, 0), 0);
+        if (req_out != nullptr)
+            *req_out = req[19];
+        if (hello_adverts >= 0)
+            req[19] = static_cast<unsigned char>(hello_adverts);
+        ASSERT_EQ(sdp_core_on_hello(b, req, sizeof(req)), 0);
+        ASSERT_GT(BuildHelloAck(b, rep, sizeof(rep), kPosted), 0);
+        if (rep_out != nullptr)
+            *rep_out = rep[19];
+        if (ack_adverts >= 0)
+            rep[19] = static_cast<unsigned char>(ack_adverts);
+        ASSERT_EQ(sdp_core_on_hello_ack(a, rep, sizeof(rep)), 0);
+    }
+
     // Messages of a rogue source in place of A (A sends one SrcAvail at a
     // time): mseq as given, acknowledging nothing of B's.
     static Bytes RawMessage(unsigned mseq, int mid, unsigned size)
@@ -373,19 +397,12 @@ TEST_F(Zcopy, HelloExchangeSaysHowManyOffersEachSideQueues)
     EXPECT_EQ(St(B()).peer_max_adverts, unsigned{SDP_CORE_MAX_ADVERTS});
     sdp_core_conn a{};
     sdp_core_conn b{};
-    sdp_core_conn_init(&a, kBuf, kBuf);
-    sdp_core_conn_init(&b, kBuf, kBuf);
-    unsigned char req[SDP_CM_REQ_PRIVATE_DATA] = {};
-    unsigned char rep[SDP_CM_REP_PRIVATE_DATA] = {};
-    ASSERT_GT(BuildHello(&a, req, sizeof(req), kPosted, 5001, 0), 0);
-    EXPECT_EQ(req[19], SDP_CORE_MAX_ADVERTS) << "Hello max_adverts";
-    req[19] = 2;
-    ASSERT_EQ(sdp_core_on_hello(&b, req, sizeof(req)), 0);
-    ASSERT_GT(BuildHelloAck(&b, rep, sizeof(rep), kPosted), 0);
-    EXPECT_EQ(rep[19], SDP_CORE_MAX_ADVERTS) << "HelloAck ext_max_adverts";
+    unsigned char hello_adverts = 0;
+    unsigned char ack_adverts = 0;
+    ASSERT_NO_FATAL_FAILURE(Handshake(&a, &b, 2, 0, &hello_adverts, &ack_adverts));
+    EXPECT_EQ(hello_adverts, SDP_CORE_MAX_ADVERTS) << "Hello max_adverts";
+    EXPECT_EQ(ack_adverts, SDP_CORE_MAX_ADVERTS) << "HelloAck ext_max_adverts";
     EXPECT_EQ(St(&b).peer_max_adverts, 2u);
-    rep[19] = 0;
-    ASSERT_EQ(sdp_core_on_hello_ack(&a, rep, sizeof(rep)), 0);
     EXPECT_EQ(St(&a).peer_max_adverts, 1u);
 }
 
@@ -510,15 +527,7 @@ TEST_F(Zcopy, SeveralSrcAvailsUpToTheHostsAndThePeersLimit)
     // A peer whose HelloAck says nothing (0): one.
     sdp_core_conn a{};
     sdp_core_conn b{};
-    sdp_core_conn_init(&a, kBuf, kBuf);
-    sdp_core_conn_init(&b, kBuf, kBuf);
-    unsigned char req[SDP_CM_REQ_PRIVATE_DATA] = {};
-    unsigned char rep[SDP_CM_REP_PRIVATE_DATA] = {};
-    ASSERT_GT(BuildHello(&a, req, sizeof(req), kPosted, 5001, 0), 0);
-    ASSERT_EQ(sdp_core_on_hello(&b, req, sizeof(req)), 0);
-    ASSERT_GT(BuildHelloAck(&b, rep, sizeof(rep), kPosted), 0);
-    rep[19] = 0;
-    ASSERT_EQ(sdp_core_on_hello_ack(&a, rep, sizeof(rep)), 0);
+    ASSERT_NO_FATAL_FAILURE(Handshake(&a, &b, -1, 0));
     sdp_core_set_src_limit(&a, 4);
     ASSERT_GT(TxSrcAvail(&a, hdr, sizeof(hdr), &zc, kPosted), 0);
     EXPECT_EQ(TxSrcAvail(&a, hdr, sizeof(hdr), &zc, kPosted), -SDP_CORE_ESTATE);

@@ -1214,6 +1214,24 @@ void wait_readable_bytes(int fd, int want)
     EXPECT_EQ(avail, want);
 }
 
+// `count` buffers of `len` pattern bytes (seed) at consecutive stream
+// offsets, each sent by one blocking MSG_ZEROCOPY send; they stay the
+// caller's (and must live) until their notifications.
+std::vector<std::vector<unsigned char>> send_zerocopy_each(int fd, uint32_t count, size_t len,
+                                                           uint64_t seed)
+{
+    std::vector<std::vector<unsigned char>> bufs(count, std::vector<unsigned char>(len));
+    for (uint32_t k = 0; k < count; k++) {
+        fill(bufs[k], k * len, seed);
+        const ssize_t n = send(fd, bufs[k].data(), len, MSG_ZEROCOPY | MSG_NOSIGNAL);
+        if (n != static_cast<ssize_t>(len)) {
+            ADD_FAILURE() << "send " << k << " returned " << n << ": " << strerror(errno);
+            break;
+        }
+    }
+    return bufs;
+}
+
 // Several MSG_ZEROCOPY sends in flight at once (net.sdp.zcopy_async_offers,
 // 4): each returns once its SrcAvail is out while the reader has read
 // nothing; the sink queues the offers (FIONREAD counts them all) and reads
@@ -1224,13 +1242,10 @@ TEST_F(ZeroCopy, MsgZerocopySeveralSendsInFlightAtOnce)
     const int c = zerocopy_client(p_);
     constexpr uint32_t kInFlight = 4;
     constexpr size_t kLen = 256 * 1024;
-    std::vector<std::vector<unsigned char>> bufs(kInFlight + 1, std::vector<unsigned char>(kLen));
-    for (uint32_t k = 0; k <= kInFlight; k++)
-        fill(bufs[k], k * kLen, 5);
-    for (uint32_t k = 0; k < kInFlight; k++)
-        ASSERT_EQ(send(c, bufs[k].data(), kLen, MSG_ZEROCOPY | MSG_NOSIGNAL),
-                  static_cast<ssize_t>(kLen))
-            << "send " << k << ": " << strerror(errno);
+    const auto bufs = send_zerocopy_each(c, kInFlight, kLen, 5);
+    ASSERT_FALSE(HasFailure());
+    std::vector<unsigned char> fifth(kLen);
+    fill(fifth, kInFlight * kLen, 5);
     EXPECT_EQ(sock_stats(c).src_avail_sent, kInFlight) << "one SrcAvail each";
     EXPECT_EQ(delta("zcopy_async_joined"), kInFlight - 1) << "joined the offers in flight";
     EXPECT_TRUE(no_note_yet(c));
@@ -1239,11 +1254,10 @@ TEST_F(ZeroCopy, MsgZerocopySeveralSendsInFlightAtOnce)
     pollfd pfd{c, POLLOUT, 0};
     EXPECT_EQ(poll(&pfd, 1, 0), 0) << "revents " << pfd.revents;
     errno = 0;
-    EXPECT_EQ(send(c, bufs[kInFlight].data(), kLen, MSG_ZEROCOPY | MSG_NOSIGNAL | MSG_DONTWAIT),
-              -1);
+    EXPECT_EQ(send(c, fifth.data(), kLen, MSG_ZEROCOPY | MSG_NOSIGNAL | MSG_DONTWAIT), -1);
     EXPECT_EQ(errno, EAGAIN);
     std::thread sender([&] {
-        EXPECT_EQ(send(c, bufs[kInFlight].data(), kLen, MSG_ZEROCOPY | MSG_NOSIGNAL),
+        EXPECT_EQ(send(c, fifth.data(), kLen, MSG_ZEROCOPY | MSG_NOSIGNAL),
                   static_cast<ssize_t>(kLen))
             << strerror(errno);
     });
@@ -1271,13 +1285,8 @@ TEST_F(ZeroCopy, MsgZerocopyGivingUpOneOfSeveralOffersCopiesThemInOrder)
     const int c = zerocopy_client(p_);
     constexpr uint32_t kInFlight = 3;
     constexpr size_t kLen = 256 * 1024;
-    std::vector<std::vector<unsigned char>> bufs(kInFlight, std::vector<unsigned char>(kLen));
-    for (uint32_t k = 0; k < kInFlight; k++) {
-        fill(bufs[k], k * kLen, 6);
-        ASSERT_EQ(send(c, bufs[k].data(), kLen, MSG_ZEROCOPY | MSG_NOSIGNAL),
-                  static_cast<ssize_t>(kLen))
-            << "send " << k << ": " << strerror(errno);
-    }
+    const auto bufs = send_zerocopy_each(c, kInFlight, kLen, 6);
+    ASSERT_FALSE(HasFailure());
     ASSERT_NO_FATAL_FAILURE(wait_readable_bytes(p_.server.get(), kInFlight * kLen));
     unsigned char head[100];
     ASSERT_EQ(recv(p_.server.get(), head, sizeof(head), MSG_PEEK),
@@ -1311,13 +1320,8 @@ TEST_F(ZeroCopy, MsgZerocopySeveralInFlightAndAPeerThatResets)
     const long pin_before = vm_pin_kib();
     constexpr uint32_t kInFlight = 4;
     constexpr size_t kLen = 256 * 1024;
-    std::vector<std::vector<unsigned char>> bufs(kInFlight, std::vector<unsigned char>(kLen));
-    for (uint32_t k = 0; k < kInFlight; k++) {
-        fill(bufs[k], k * kLen, 7);
-        ASSERT_EQ(send(c, bufs[k].data(), kLen, MSG_ZEROCOPY | MSG_NOSIGNAL),
-                  static_cast<ssize_t>(kLen))
-            << "send " << k << ": " << strerror(errno);
-    }
+    const auto bufs = send_zerocopy_each(c, kInFlight, kLen, 7);
+    ASSERT_FALSE(HasFailure());
     ASSERT_NO_FATAL_FAILURE(wait_readable_bytes(p_.server.get(), kInFlight * kLen));
     EXPECT_EQ(delta("zcopy_async_joined"), kInFlight - 1);
     p_.server.reset();
