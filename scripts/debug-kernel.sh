@@ -61,9 +61,12 @@ if [ "${1:-}" = --uninstall ]; then
 	exit 0
 fi
 
-# The source: Debian's package, installed on demand (an optional dependency,
-# see scripts/install-deps.sh --debug).
-if ! dpkg-query -W -f='${Status}\n' "$pkg" 2>/dev/null | grep -q '^install ok installed$' ||
+# The source and the kernel's build tools (flex, bison, ...): Debian's
+# packages, installed on demand (optional dependencies, see
+# scripts/install-deps.sh --debug).  linux-source-6.1 alone may already be
+# there: `make deps` installs it for the API examples.
+if ! "$top/scripts/install-deps.sh" --debug --check >/dev/null 2>&1 ||
+	! dpkg-query -W -f='${Status}\n' "$pkg" 2>/dev/null | grep -q '^install ok installed$' ||
 	[ ! -f "$tarball" ]; then
 	"$top/scripts/install-deps.sh" --debug
 fi
