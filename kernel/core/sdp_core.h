@@ -444,6 +444,8 @@ struct sdp_core_zc_status {
 	unsigned int src_acked;	 /* bytes the sink has read */
 	int src_sink_stopped;	 /* a SendSM came: the sink reads no more */
 	unsigned int src_offers; /* our offers not released (src_*: the first) */
+	int src_pending;	 /* one of them may still be read, or its
+				  * cancel awaits its answer */
 	/* the peer's SrcAvail */
 	unsigned int rsa_left;	 /* bytes offered and not yet read (0: none) */
 	unsigned int rsa_rkey;	 /* the first offer's (the one read next) */

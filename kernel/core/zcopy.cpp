@@ -493,6 +493,7 @@ void Connection::zc_status(struct sdp_core_zc_status* out) const
         out->src_sink_stopped = static_cast<int>(o.sink_stopped);
     }
     out->src_offers = src_count_;
+    out->src_pending = static_cast<int>(src_pending());
     if (rsa_left() != 0) {
         out->rsa_left = rsa_left();
         out->rsa_rkey = rsa_head().rkey;

@@ -34,7 +34,8 @@
 //  * state bits are never cleared; data_in_flight() counts the Data SENDs
 //    not completed;
 //  * zero copy: an accepted RdmaRdCompl/RdmaWrCompl falls inside what our
-//    SrcAvail offered or our SinkAvail advertised (one write per
+//    SrcAvails offered (up to four in flight, acknowledged in stream order)
+//    or our SinkAvail advertised (one write per
 //    advertisement), acknowledged counts never exceed the offer, accepted
 //    offers are real ranges and are reported back faithfully, completions we
 //    build report exactly the bytes read or written, and with no hostile
@@ -151,8 +152,9 @@ struct Reg {
     u32 rkey = 0;
     u32 len = 0;
     u32 landed = 0;
+    u32 acked = 0; // source: bytes the sink reported read (RdmaRdCompl)
     bool live = false;
-    bool settled = false; // source: DONE seen and the stream accounted
+    bool settled = false; // source: ended and the stream accounted
 };
 
 // A SEND (msg) or an RDMA Write of stream bytes [off, off + len) to
@@ -195,13 +197,23 @@ struct Side {
     // reader
     u64 got = 0; // stream bytes received, every path
     // zero copy
-    Reg src; // our SrcAvail
-    Reg adv; // our SinkAvail
+    std::deque<Reg> srcs; // our SrcAvails, oldest first, until released
+    u32 src_limit = 1;    // sdp_core_set_src_limit()
+    Reg adv;              // our SinkAvail
     u32 rd_reading = 0;
     u32 rd_unreported = 0;
     u32 wr_unreported = 0;
     u32 next_key = 1;
 };
+
+// Our SrcAvail with this key, if it is not released.
+const Reg* find_src(const Side& d, u32 rkey)
+{
+    for (const Reg& r : d.srcs)
+        if (r.rkey == rkey)
+            return &r;
+    return nullptr;
+}
 
 sdp_core_zc_status zc_of(const Side& d)
 {
@@ -267,6 +279,7 @@ class Harness {
     std::array<std::deque<WireItem>, 2> wire_{}; // wire_[s]: from s to its peer
     std::array<u64, 2> delivered_{};             // SENDs of s that arrived
     bool hostile_ = false;                       // something no honest peer does happened
+    u32 max_srcs_ = 0;                           // for the verbose summary
 };
 
 // ---- setup -------------------------------------------------------------------
@@ -284,9 +297,14 @@ void Harness::setup()
         Side& d = me(s);
         d.rx_buf_size = size_from(in_.byte());
         d.tx_buf_size = size_from(in_.byte());
-        d.rx_bufs = 1 + in_.byte() % 16;
+        const u8 bufs = in_.byte();
+        d.rx_bufs = 1 + bufs % 16;
         d.rx_empty = d.rx_bufs;
         sdp_core_conn_init(&d.conn, d.rx_buf_size, d.tx_buf_size);
+        // Several SrcAvails of ours in flight, as sdp.ko's asynchronous
+        // sends make them (the high bits: old seeds keep one).
+        d.src_limit = 1 + (bufs >> 4) % SDP_CORE_MAX_ADVERTS;
+        sdp_core_set_src_limit(&d.conn, d.src_limit);
         sdp_core_rx_posted(&d.conn, d.rx_empty);
         CHECK(sdp_core_state(&d.conn) == 0 && sdp_core_tx_credits(&d.conn) == 0);
     }
@@ -374,6 +392,7 @@ void Harness::check_invariants()
 {
     for (int s = 0; s < 2; s++) {
         refresh_state(s);
+        settle(s);
         Side& d = me(s);
         const u32 credits = sdp_core_tx_credits(&d.conn);
         CHECK(sdp_core_data_in_flight(&d.conn) == d.data_sends);
@@ -384,8 +403,15 @@ void Harness::check_invariants()
               st.psink_len <= SDP_ZC_MAX_LEN);
         CHECK((st.rsa_reading != 0) == (d.rd_reading != 0));
         CHECK((st.wr_compl_pending != 0) == (d.wr_unreported != 0));
-        if (st.src_state != SDP_ZC_IDLE)
-            CHECK(d.src.live && st.src_len == d.src.len);
+        // Our offers: no more than either side's limit; src_* is the oldest.
+        CHECK(st.src_offers == d.srcs.size() && st.src_offers <= d.src_limit);
+        CHECK(st.src_offers <= 1 || st.src_offers <= st.peer_max_adverts);
+        CHECK((st.src_state != SDP_ZC_IDLE) == !d.srcs.empty());
+        CHECK(st.src_pending == 0 || !d.srcs.empty());
+        if (!d.srcs.empty()) {
+            const Reg& head = d.srcs.front();
+            CHECK(head.live && st.src_len == head.len && st.src_acked == head.acked);
+        }
         if (st.adv_state != SDP_ZC_IDLE)
             CHECK(d.adv.live && st.adv_written <= d.adv.len);
         if (!established(s)) {
@@ -614,31 +640,46 @@ void Harness::src_avail(int s)
         valid = false;
     }
     const sdp_core_zc_status zc0 = zc_of(d);
+    const bool room = sdp_core_src_room(&d.conn) != 0;
+    // A full queue (our limit or the peer's max_adverts) has no room, nor
+    // one whose offers ended with bytes left for bcopy.
+    if (zc0.src_offers >= d.src_limit ||
+        (zc0.src_offers != 0 && zc0.src_offers >= zc0.peer_max_adverts))
+        CHECK(!room);
+    if (!zc0.src_pending && !d.srcs.empty() && d.srcs.back().acked != d.srcs.back().len)
+        CHECK(!room);
     const u32 credits0 = sdp_core_tx_credits(&d.conn);
     const sdp_core_zc zc{len, d.next_key, vaddr};
     u8 hdr[SDP_SRC_AVAIL_HDR_SIZE];
     const int rc = sdp_core_tx_src_avail(&d.conn, hdr, size, &zc);
-    if (!valid || size < SDP_SRC_AVAIL_HDR_SIZE || !established(s) || aborted(s) || d.shut ||
-        zc0.src_state != SDP_ZC_IDLE)
+    if (!valid || size < SDP_SRC_AVAIL_HDR_SIZE || !established(s) || aborted(s) || d.shut || !room)
         CHECK(rc < 0);
     if (rc < 0) {
         CHECK(sdp_core_tx_credits(&d.conn) == credits0);
-        CHECK(zc_of(d).src_state == zc0.src_state);
+        const sdp_core_zc_status st = zc_of(d);
+        CHECK(st.src_state == zc0.src_state && st.src_offers == zc0.src_offers);
         return;
     }
-    CHECK(!d.src.live);
-    d.src = Reg{};
-    d.src.vaddr = vaddr;
-    d.src.rkey = d.next_key++;
-    d.src.len = len;
-    d.src.off = d.stream_sent;
-    d.src.live = true;
+    Reg r;
+    r.vaddr = vaddr;
+    r.rkey = d.next_key++;
+    r.len = len;
+    r.off = d.stream_sent;
+    r.live = true;
+    d.srcs.push_back(std::move(r));
+    if (d.srcs.size() > max_srcs_)
+        max_srcs_ = static_cast<u32>(d.srcs.size());
     // The offered bytes leave the queue; whatever is not read comes back.
     after_build(s, hdr, rc, SDP_MID_SRC_AVAIL, 0, credits0);
     d.stream_sent += len;
     d.pending -= len;
     const sdp_core_zc_status st = zc_of(d);
-    CHECK(st.src_state == SDP_ZC_ACTIVE && st.src_len == len && st.src_acked == 0);
+    CHECK(st.src_offers == zc0.src_offers + 1 && st.src_pending != 0);
+    if (zc0.src_offers == 0)
+        CHECK(st.src_state == SDP_ZC_ACTIVE && st.src_len == len && st.src_acked == 0);
+    else // queued behind the others: the oldest is still described
+        CHECK(st.src_state == zc0.src_state && st.src_len == zc0.src_len &&
+              st.src_acked == zc0.src_acked);
 }
 
 void Harness::sink_avail(int s)
@@ -693,7 +734,7 @@ void Harness::sink_take(int s)
     if (r == 0)
         return;
     CHECK(established(s) && !aborted(s) && want != 0);
-    CHECK(zc0.psink_usable != 0 && zc0.src_state == SDP_ZC_IDLE && zc0.wr_compl_pending == 0);
+    CHECK(zc0.psink_usable != 0 && zc0.src_offers == 0 && zc0.wr_compl_pending == 0);
     CHECK(zc.len != 0 && zc.len <= want && zc.len <= zc0.psink_len);
     CHECK(zc_of(d).psink_usable == 0); // one write per advertisement
     if (!hostile_) {
@@ -749,8 +790,8 @@ void Harness::raw_build(int s)
     // (tx_build() itself does not hold a DisConn behind our SrcAvail or
     // RdmaWrCompl: only control_due() does, and the glue asks it.)
     const sdp_core_zc_status zc0 = zc_of(d);
-    if (mid == SDP_MID_DISCONN && (!d.shut || d.pending != 0 || zc0.src_state == SDP_ZC_ACTIVE ||
-                                   zc0.src_state == SDP_ZC_CANCELLING || zc0.wr_compl_pending != 0))
+    if (mid == SDP_MID_DISCONN &&
+        (!d.shut || d.pending != 0 || zc0.src_pending != 0 || zc0.wr_compl_pending != 0))
         return;
     // Offers need their own call, Hello and the rest are never sent.
     const bool refuse = mid == SDP_MID_SRC_AVAIL || mid == SDP_MID_SINK_AVAIL ||
@@ -793,13 +834,16 @@ void Harness::release(int s)
     Side& d = me(s);
     const sdp_core_zc_status st = zc_of(d);
     if ((in_.byte() & 1) == 0) {
+        // The oldest offer goes, once it ended; the next becomes the oldest.
         sdp_core_src_release(&d.conn);
+        const sdp_core_zc_status now = zc_of(d);
         if (st.src_state == SDP_ZC_DONE) {
-            CHECK(d.src.settled);
-            d.src.live = false;
-            CHECK(zc_of(d).src_state == SDP_ZC_IDLE);
+            CHECK(!d.srcs.empty() && d.srcs.front().settled);
+            d.srcs.pop_front();
+            CHECK(now.src_offers == st.src_offers - 1);
+            CHECK(now.src_pending == st.src_pending);
         } else {
-            CHECK(zc_of(d).src_state == st.src_state);
+            CHECK(now.src_state == st.src_state && now.src_offers == st.src_offers);
         }
     } else {
         sdp_core_adv_release(&d.conn);
@@ -814,18 +858,36 @@ void Harness::release(int s)
 
 // ---- receive --------------------------------------------------------------------------
 
-// Our SrcAvail ended: the sink read src_acked bytes, the rest goes again.
+// Our SrcAvails, in stream order: one read in full is settled at once.  The
+// others end together (a SendSM or our cancel ends them all), and once none
+// is pending, what the sink did not read goes again: from the first byte
+// not read to the end of the last offer, since the sink reads in order.
 void Harness::settle(int s)
 {
     Side& d = me(s);
     const sdp_core_zc_status st = zc_of(d);
-    if (st.src_state != SDP_ZC_DONE || d.src.settled)
-        return;
-    CHECK(d.src.live && st.src_acked <= d.src.len);
-    d.src.settled = true;
-    const u32 unread = d.src.len - st.src_acked;
-    d.stream_sent -= unread;
-    d.pending += unread;
+    bool rewound = false;
+    for (Reg& r : d.srcs) {
+        if (r.settled)
+            continue;
+        if (r.acked == r.len) {
+            CHECK(!rewound); // nothing read after a byte not read
+            r.settled = true;
+            continue;
+        }
+        if (st.src_pending != 0)
+            break;
+        if (!rewound) {
+            const u64 back = r.off + r.acked;
+            CHECK(back <= d.stream_sent);
+            d.pending += d.stream_sent - back;
+            d.stream_sent = back;
+            rewound = true;
+        } else {
+            CHECK(r.acked == 0);
+        }
+        r.settled = true;
+    }
 }
 
 // The next SEND or RDMA Write from s reaches its peer.
@@ -977,18 +1039,32 @@ void Harness::accepted(int s, const Bytes& msg, const sdp_core_rx& rx, u32 state
             else if (st.rsa_left != 0)
                 CHECK(st.rsa_vaddr == m.src_avail.vaddr && st.rsa_rkey == m.src_avail.rkey);
             if (!hostile_) {
-                // Our own source offers one at a time.
-                CHECK(zc0.rsa_offers == 0);
-                const Reg& src = peer(s).src;
-                CHECK(src.live && src.len == n && src.off == d.got);
+                // An offer of the peer's queue, whose bytes follow those
+                // received and those offered before it.
+                const Reg* src = find_src(peer(s), m.src_avail.rkey);
+                CHECK(src != nullptr && src->live && src->len == n &&
+                      src->vaddr == m.src_avail.vaddr);
+                if (st.rsa_left != 0)
+                    CHECK(src->off == d.got + zc0.rsa_left);
             }
             break;
-        case wire::Mid::kRdmaRdCompl:
-            // Inside what our SrcAvail offered.
-            CHECK(zc0.src_state == SDP_ZC_ACTIVE || zc0.src_state == SDP_ZC_CANCELLING);
-            CHECK(n == m.rdma_compl_len && n != 0 && n <= zc0.src_len - zc0.src_acked);
-            CHECK(st.src_acked == zc0.src_acked + n);
+        case wire::Mid::kRdmaRdCompl: {
+            // Inside what our SrcAvails offered, applied in stream order (one
+            // report may end one offer and cover part of the next).
+            CHECK(zc0.src_pending != 0);
+            u64 unread = 0;
+            for (const Reg& r : d.srcs)
+                unread += r.len - r.acked;
+            CHECK(n == m.rdma_compl_len && n != 0 && n <= unread);
+            u32 left = n;
+            for (Reg& r : d.srcs) {
+                const u32 take = left < r.len - r.acked ? left : r.len - r.acked;
+                r.acked += take;
+                left -= take;
+            }
+            CHECK(st.src_acked == d.srcs.front().acked);
             break;
+        }
         case wire::Mid::kRdmaWrCompl: {
             // Inside our SinkAvail, once.
             CHECK(zc0.adv_state == SDP_ZC_ACTIVE || zc0.adv_state == SDP_ZC_CANCELLING);
@@ -1056,7 +1132,12 @@ void Harness::rd_start(int s)
 {
     Side& d = me(s);
     const sdp_core_zc_status zc0 = zc_of(d);
-    const u32 n = in_.pick({zc0.rsa_left, 1, 0, zc0.rsa_left + 1, zc0.rsa_left / 2});
+    // What is left of the first offer: a read never spans two.
+    u32 head_left = zc0.rsa_left;
+    const Reg* head = find_src(peer(s), zc0.rsa_rkey);
+    if (head != nullptr && zc0.rsa_vaddr >= head->vaddr && zc0.rsa_vaddr - head->vaddr <= head->len)
+        head_left = static_cast<u32>(head->vaddr + head->len - zc0.rsa_vaddr);
+    const u32 n = in_.pick({head_left, 1, 0, zc0.rsa_left + 1, zc0.rsa_left / 2, zc0.rsa_left});
     const int rc = sdp_core_rd_start(&d.conn, n);
     CHECK(rc == 0 || rc == -SDP_CORE_ESTATE);
     if (rc != 0) {
@@ -1065,11 +1146,10 @@ void Harness::rd_start(int s)
     }
     CHECK(n != 0 && n <= zc0.rsa_left && zc0.rsa_reading == 0);
     if (!hostile_) {
-        // Inside the peer's live SrcAvail, at our next stream offset.
-        const Reg& src = peer(s).src;
-        CHECK(src.live && zc0.rsa_rkey == src.rkey);
-        CHECK(zc0.rsa_vaddr >= src.vaddr && zc0.rsa_vaddr + n <= src.vaddr + src.len);
-        CHECK(src.off + (zc0.rsa_vaddr - src.vaddr) == d.got);
+        // Inside one live SrcAvail of the peer, at our next stream offset.
+        CHECK(head != nullptr && head->live);
+        CHECK(zc0.rsa_vaddr >= head->vaddr && zc0.rsa_vaddr + n <= head->vaddr + head->len);
+        CHECK(head->off + (zc0.rsa_vaddr - head->vaddr) == d.got);
     }
     d.rd_reading = n;
 }
@@ -1135,7 +1215,8 @@ void Harness::inject(int s)
     case SDP_MID_SRC_AVAIL:
     case SDP_MID_SINK_AVAIL:
         sdp::store_be32(ext, in_.pick({1, 4096, SDP_ZC_MAX_LEN, SDP_ZC_MAX_LEN + 1, 0}));
-        sdp::store_be32(ext + 4, in_.pick({1, d.src.rkey, d.adv.rkey}));
+        sdp::store_be32(ext + 4,
+                        in_.pick({1, d.srcs.empty() ? 0 : d.srcs.front().rkey, d.adv.rkey}));
         sdp::store_be64(ext + 8, in_.pick({0, 1}) == 0 ? in_.u64v() : ~0ull - in_.byte());
         if (mid == SDP_MID_SINK_AVAIL)
             sdp::store_be32(ext + 16, in_.pick({0, 1}));
@@ -1334,7 +1415,8 @@ void Harness::run()
                      static_cast<unsigned long long>(d.got), st.src_state, st.src_acked, st.src_len,
                      st.adv_state, st.adv_written);
     }
-    std::fprintf(stderr, "hostile %d\n", hostile_ ? 1 : 0);
+    std::fprintf(stderr, "hostile %d, at most %u SrcAvails of one side in flight\n",
+                 hostile_ ? 1 : 0, max_srcs_);
 }
 
 } // namespace
