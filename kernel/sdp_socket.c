@@ -569,8 +569,13 @@ static int sdp_getname(struct socket *sock, struct sockaddr *uaddr, int peer)
 	lock_sock(sk);
 	/* The state as of the completions already delivered. */
 	sdp_process_completions(sk, true);
-	if (peer && (!sdp_addr_port(&ssk->remote) ||
-		     ((1 << sk->sk_state) & (TCPF_CLOSE | TCPF_SYN_SENT)))) {
+	/*
+	 * As inet_getname(): getpeername() (peer 1) needs a connection;
+	 * accept() (peer 2) gets the address of a child reset in the queue
+	 * too, which the caller then reads the reset from (not ECONNABORTED).
+	 */
+	if (peer == 1 && (!sdp_addr_port(&ssk->remote) ||
+			  ((1 << sk->sk_state) & (TCPF_CLOSE | TCPF_SYN_SENT)))) {
 		release_sock(sk);
 		return -ENOTCONN;
 	}

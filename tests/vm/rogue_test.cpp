@@ -518,6 +518,39 @@ TEST_F(Rogue, ControlDataBothWaysKernelConnectsAndCloses)
     EXPECT_EQ(delta("conn_err_reset"), 0u);
 }
 
+// A connection reset while it waits in the accept queue (the rogue's
+// AbortConn, its CM left to time out) is still handed out by accept(), with
+// the peer's address, as TCP hands out a child reset before accept(): the
+// caller reads the reset from it.  accept() failed with ECONNABORTED when
+// the address was asked for (getname refused a closed child), which a
+// server that does not retry (Python's socket.accept()) dies of.
+TEST_F(Rogue, AcceptOfAConnectionResetInTheQueueReturnsItAsTcpDoes)
+{
+    listener_ = sdp_listener(kAddrA, port_);
+    ASSERT_GE(listener_.get(), 0);
+    RoguePeer r;
+    ASSERT_TRUE(r.connect(kAddrA, port_)) << r.error();
+    pollfd pl{listener_.get(), POLLIN, 0};
+    ASSERT_EQ(poll(&pl, 1, kDetectMs), 1) << "the connection never reached the accept queue";
+    ASSERT_TRUE(r.send_control(SDP_MID_ABORT_CONN)) << r.error();
+    ASSERT_TRUE(eventually([&] { return delta("conn_err_reset") > 0; }, 5))
+        << "the queued connection never took the AbortConn";
+    sockaddr_in peer{};
+    socklen_t len = sizeof(peer);
+    kfd_ = Fd(accept4(listener_.get(), reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK));
+    ASSERT_GE(kfd_.get(), 0) << strerror(errno);
+    EXPECT_EQ(len, sizeof(peer));
+    EXPECT_EQ(peer.sin_family, AF_INET);
+    EXPECT_EQ(peer.sin_addr.s_addr, make_addr(kAddrA, 0).sin_addr.s_addr);
+    char c = 0;
+    EXPECT_EQ(recv(kfd_.get(), &c, 1, 0), -1);
+    EXPECT_EQ(errno, ECONNRESET) << strerror(errno);
+    // As TCP: a reset socket has no peer any more.
+    len = sizeof(peer);
+    EXPECT_EQ(getpeername(kfd_.get(), reinterpret_cast<sockaddr*>(&peer), &len), -1);
+    EXPECT_EQ(errno, ENOTCONN) << strerror(errno);
+}
+
 // Case 7a: the kernel's SrcAvail, read correctly in two RDMA Reads, each
 // answered with its RdmaRdCompl: send() returns everything, the bytes are
 // right, and the connection goes on.
