@@ -61,7 +61,7 @@ help:
 	@echo "make format | format-check | tidy | sparse | checkpatch"
 	@echo "make bench        SDP against raw verbs, rsockets and TCP in the VM (KVER):"
 	@echo "                  results in build/bench; BENCH_SIZES, BENCH_ZCOPY_SIZES,"
-	@echo "                  BENCH_DURATION, BENCH_ROUNDS"
+	@echo "                  BENCH_DURATION, BENCH_ROUNDS, BENCH_CONNS"
 	@echo "make demo         boot the VM, move data over AF_INET_SDP on Soft-RoCE, summarise"
 
 deps:
@@ -239,6 +239,7 @@ BENCH_SIZES ?= 64,1024,16384,65536,262144
 BENCH_ZCOPY_SIZES ?= 65536,262144,1048576,4194304
 BENCH_DURATION ?= 2
 BENCH_ROUNDS ?= 3
+BENCH_CONNS ?= 200
 
 # The guest measures raw verbs (perftest), rsockets (rstream), TCP and SDP
 # (sdp-bench) on one Soft-RoCE link; the host then writes
@@ -249,7 +250,8 @@ bench: userspace module
 	@rc=0; scripts/vm/run.sh -k "$(kver)" -o $(BUILD)/bench/vm -t 900 \
 		tests/vm/bench.sh $(BUILD) --sizes $(BENCH_SIZES) \
 		--zcopy-sizes $(BENCH_ZCOPY_SIZES) \
-		--duration $(BENCH_DURATION) --rounds $(BENCH_ROUNDS) || rc=1; \
+		--duration $(BENCH_DURATION) --rounds $(BENCH_ROUNDS) \
+		--conns $(BENCH_CONNS) || rc=1; \
 	cat /proc/loadavg > $(BUILD)/bench/vm/host-loadavg 2>/dev/null; \
 	scripts/bench/report.py $(BUILD)/bench/vm $(BUILD)/bench || rc=1; \
 	exit $$rc

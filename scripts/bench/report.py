@@ -327,6 +327,31 @@ set xtics ({', '.join(f'"{size_text(s)}" {s}' for s in sizes)})
         lines.append(f"plot: {png}")
 
 
+def setup_table(data, lines):
+    """sdp-connrate: connections opened one after another and kept open."""
+    fams = [("TCP", "inet"), ("raw RDMA CM", "rdmacm"), ("SDP", "sdp")]
+    got = {}
+    for name, fam in fams:
+        for metric in ("conn_rate", "mem_per_conn", "slab_per_conn"):
+            for size, v in data.get(("sdp-connrate", fam, metric), {}).items():
+                got.setdefault(fam, {"n": size})[metric] = v
+    if not got:
+        return
+    lines.append("Connection setup: connections opened one after another and kept open")
+    lines.append("(sdp-connrate; both ends in the guest, memory is the guest's, both ends)")
+    lines.append(f"  {'':<14}{'opened':>8}{'conn/s':>10}{'KiB/conn':>10}{'slab KiB':>10}")
+    for name, fam in fams:
+        r = got.get(fam)
+        if r is None:
+            continue
+        lines.append(f"  {name:<14}{r['n']:>8}{fmt(r.get('conn_rate'), 1):>10}"
+                     f"{fmt(r.get('mem_per_conn'), 1):>10}{fmt(r.get('slab_per_conn'), 1):>10}")
+    rate = lambda fam: got.get(fam, {}).get("conn_rate")
+    lines.append(f"  SDP/raw CM setup rate {fmt(ratio(rate('sdp'), rate('rdmacm')))} (goal >= 0.8),"
+                 f" SDP/TCP {fmt(ratio(rate('sdp'), rate('inet')))}")
+    lines.append("")
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
@@ -402,6 +427,7 @@ def main():
         zc_api_table(data, zc_sizes, lines)
         pin_table(data, lines)
     apps_table(data, lines)
+    setup_table(data, lines)
 
     bw = lambda key: data.get(key, {}).get(GOAL_BW_SIZE)
     lat = lambda key: data.get(key, {}).get(GOAL_LAT_SIZE)

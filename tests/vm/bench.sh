@@ -17,10 +17,14 @@
 #               "SDP bcopy" (--zcopy-thresh 0 on both ends: every byte copied).
 #               When SDP cannot run (yet) its points are recorded as n/a with
 #               the error and the bench goes on.
+#   setup       sdp-connrate: --conns connections opened one after another and
+#               kept open, for TCP, SDP and the raw RDMA CM
+#               (rdma_create_ep + rdma_connect, the ceiling): connections/s
+#               and the guest's memory per connection (both ends)
 #
 #   bench.sh BUILD_DIR [--host-build DIR] [--sizes 64,1024,...]
 #                      [--zcopy-sizes 64k,...|none] [--duration S]
-#                      [--rounds N] [--out DIR]
+#                      [--rounds N] [--conns N] [--out DIR]
 #
 # --sizes: stream and ping-pong for every tool (default 64 B to 256 KiB);
 # --zcopy-sizes: stream only, RDMA Read/Write ceilings and SDP bcopy as
@@ -61,7 +65,7 @@
 # SDP did), 1 when Soft-RoCE or a reference measurement failed.
 set -uo pipefail
 
-usage="usage: bench.sh BUILD_DIR [--host-build DIR] [--sizes LIST] [--zcopy-sizes LIST|none] [--duration S] [--rounds N] [--out DIR]"
+usage="usage: bench.sh BUILD_DIR [--host-build DIR] [--sizes LIST] [--zcopy-sizes LIST|none] [--duration S] [--rounds N] [--conns N] [--out DIR]"
 build=${1:?$usage}
 shift
 host_build=$build/host
@@ -69,6 +73,7 @@ sizes=64,1024,16384,65536,262144
 zcopy_sizes=65536,262144,1048576,4194304
 duration=2
 rounds=3
+conns=200
 out=/run/sdp-results
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -77,6 +82,7 @@ while [ $# -gt 0 ]; do
 	--zcopy-sizes) zcopy_sizes=$2; shift 2 ;;
 	--duration) duration=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
+	--conns) conns=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
 	*) echo "bench: unknown option $1; $usage" >&2; exit 2 ;;
 	esac
@@ -638,6 +644,41 @@ else
 	note "apps: SDP through libsdp.so not measured (sdp.ko not loaded or sdp_run not built)"
 fi
 echo "bench: iperf3 and sockperf done ($(elapsed))"
+
+# Connection setup: --conns connections one after another, all kept open,
+# then data both ways on 20 of them (not the raw CM's).  Rows: conn_rate
+# (connections/s), mem_per_conn and slab_per_conn (KiB, both ends), at
+# size = the connections opened; a run that stopped early says why.
+connrate() { # FAMILY PORT
+	local fam=$1 log=$logs/connrate-$1.log line n rate mem slab err
+	if ! timeout -k 5 120 "$host_build/userlib/bench/sdp-connrate" --family "$fam" \
+		--addr $server_addr --port "$2" --count "$conns" --verify 20 --csv > "$log" 2>&1; then
+		note "setup: sdp-connrate $fam: $(why "$log")"
+		[ "$fam" = sdp ] || status=1
+	fi
+	line=$(grep "^$fam," "$log" | tail -n 1)
+	if [ -z "$line" ]; then
+		row sdp-connrate "$fam" conn_rate "$conns" n/a conn/s
+		return
+	fi
+	IFS=, read -r _ n _ _ rate mem slab _ _ err <<< "$line"
+	row sdp-connrate "$fam" conn_rate "$n" "$rate" conn/s
+	row sdp-connrate "$fam" mem_per_conn "$n" "$mem" KiB
+	row sdp-connrate "$fam" slab_per_conn "$n" "$slab" KiB
+	[ -z "$err" ] || note "setup: $fam stopped after $n connections: $err"
+}
+if [ -x "$host_build/userlib/bench/sdp-connrate" ]; then
+	connrate inet 18530
+	connrate rdmacm 18531
+	if [ $sdp_loaded = 1 ]; then
+		connrate sdp 18533
+	else
+		note "setup: SDP not measured (sdp.ko not loaded)"
+	fi
+else
+	ref_failed "sdp-connrate not built"
+fi
+echo "bench: connection setup done ($(elapsed))"
 
 for series in perftest rstream sdp-bench-inet "${sdp_series[@]/#/sdp-bench-}"; do
 	case $series in

@@ -4,6 +4,8 @@
 // output formatting (see bench_core.h).
 #include "bench_core.h"
 
+#include "uapi/sdp.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -11,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 namespace sdp::bench {
 
@@ -593,6 +596,15 @@ std::string format_human(const Measurement& m, double seconds)
     }
     s += std::string(", verify ") + verified_name(m.verified);
     return s;
+}
+
+int sdp_family_number()
+{
+    std::ifstream in(SDP_FAMILY_SYSFS_PATH);
+    int n = 0;
+    if (in >> n && n > 0)
+        return n;
+    return AF_INET_SDP;
 }
 
 } // namespace sdp::bench

@@ -155,6 +155,10 @@ std::string csv_header();
 std::string format_csv(const Measurement& m);
 std::string format_human(const Measurement& m, double seconds);
 
+// The family number sdp.ko registered (its sysfs parameter), else the
+// historical AF_INET_SDP.
+int sdp_family_number();
+
 } // namespace sdp::bench
 
 #endif // SDP_BENCH_CORE_H

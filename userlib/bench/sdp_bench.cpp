@@ -65,16 +65,6 @@ std::string seconds_text(double s)
 
 // --- families and addresses --------------------------------------------------
 
-// The family number sdp.ko registered, else the historical AF_INET_SDP.
-int sdp_family_number()
-{
-    std::ifstream in(SDP_FAMILY_SYSFS_PATH);
-    int n = 0;
-    if (in >> n && n > 0)
-        return n;
-    return AF_INET_SDP;
-}
-
 struct Endpoint {
     int domain = AF_INET; // socket() domain
     sockaddr_storage addr{};
