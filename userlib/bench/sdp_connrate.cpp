@@ -33,7 +33,6 @@
 #include <unistd.h>
 
 #include "bench_core.h"
-#include "uapi/sdp.h"
 
 namespace {
 
