@@ -11,6 +11,9 @@
 #   BUILD         output directory (default: build)
 #   FUZZ_SECONDS  length of `make fuzz` (the smoke run in `make check` is 20 s)
 #   DEBUG_TIMEOUT guest time limit of `make check-debug`, seconds
+#   CONFORMANCE   `share` (default): vm-check runs each pass of the
+#                 conformance suite but the first in one kernel's guest;
+#                 `all`: every pass in every guest
 #   PREFIX        `make install`: where the tools, library, header and man
 #                 pages go (default /usr/local); the module goes to
 #                 /lib/modules/KVER/updates, the rules file to /etc
@@ -25,6 +28,7 @@ RELEASE_BUILD := $(BUILD)/release
 PREFIX ?= /usr/local
 DESTDIR ?=
 FUZZ_SECONDS ?= 300
+CONFORMANCE ?= share
 # Evaluated in recipes, after `deps` may have installed the kernels.
 KVER ?=
 VM_KVERS ?=
@@ -37,7 +41,7 @@ export KVER VM_KVERS
 .PHONY: all help deps userspace module modules unit vm-check pair-check check fuzz \
 	format format-check tidy sparse checkpatch clean bench demo debug-kernel check-debug \
 	pair-check-debug install install-module install-userspace install-dkms uninstall \
-	install-check deb
+	install-check deb deb-root
 
 all: userspace module
 
@@ -49,6 +53,8 @@ help:
 	@echo "make vm-check     VM tier(s) only (KVER or VM_KVERS)"
 	@echo "make pair-check   two-guest tier(s) only: a real link, capture + wire check,"
 	@echo "                  integrity, netem impairments, faults (KVER or VM_KVERS)"
+	@echo "make deb-root     dpkg -i and dpkg -r of build/deb in a copy of the root (DKMS"
+	@echo "                  for every kernel); the guests' package test uses the result"
 	@echo "make check-debug  the VM tier on a KASAN + lockdep + kmemleak 6.1 kernel"
 	@echo "                  (built once, about an hour; not part of make check)"
 	@echo "make pair-check-debug  the two-guest tier on that kernel"
@@ -93,13 +99,12 @@ unit: userspace
 	cd $(HOST_BUILD) && ctest --output-on-failure --timeout 300
 
 # One boot per kernel runs the whole VM tier; every kernel is tried even when
-# one fails, and the target fails if any did.  The newest kernel's guest
-# also installs the Debian packages, with a DKMS build under TCG (ten to
-# fifteen minutes with dpkg): its limit allows for that.  The 6.12 tier
-# has taken 1300 to over 1800 s; the limit is a watchdog for a hung guest,
-# not a time goal.
-vm-check: userspace modules deb
+# one fails, and the target fails if any did.  Each guest also checks the
+# Debian packages, installed on the host into a copy of its root (deb-root).
+# The limit is a watchdog for a hung guest, not a time goal.
+vm-check: userspace modules deb-root
 	@scripts/vm/each-kernel.sh vm-check "$(vm_kvers)" $(BUILD)/vm/logs \
+		env $(if $(filter all,$(CONFORMANCE)),,SDP_VM_GUEST_ENV=SDP_CONFORMANCE_SHARE=@I/@N) \
 		scripts/vm/run.sh -k @K -o $(BUILD)/vm/results/@K -t 2400 \
 		tests/vm/tier-socket.sh $(BUILD)
 
@@ -159,6 +164,13 @@ uninstall:
 deb: deps
 	@scripts/build-debs.sh $(BUILD)/deb
 
+# dpkg -i of those packages into a copy of this machine's root, which the
+# guests boot, as into a chroot: DKMS builds sdp.ko for every kernel with
+# headers, natively (scripts/deb-root.sh); tests/vm/deb_test.sh in each
+# guest applies the result, loads the module and uses the installed tools.
+deb-root: deb
+	@scripts/deb-root.sh $(BUILD)
+
 # make install into a staging root, then use what it installed: modinfo of
 # the module, sdp_run finding libsdp.so, a program built with pkg-config
 # and one with find_package(sdp), the man pages; then make uninstall.
@@ -185,7 +197,7 @@ DEBUG_VM_APPEND ?= sysctl.kernel.hung_task_timeout_secs=120 kasan_multi_shot no5
 debug-kernel:
 	scripts/debug-kernel.sh
 
-check-debug: userspace debug-kernel
+check-debug: userspace debug-kernel deb-root
 	@set -e; kver=$$(scripts/debug-kernel.sh --release); \
 	scripts/build-module.sh "$$kver" C=1 CHECK="sparse -Wsparse-error"; \
 	start=$$(date +%s); \

@@ -6,7 +6,8 @@
 #   each-kernel.sh NAME "KVER..." LOGDIR CMD...
 #
 # CMD runs once per kernel, with every argument @K replaced by the kernel
-# release; every kernel is tried even when one fails.  Each run's output
+# release, @I by the kernel's place in the list (from 1) and @N by the
+# number of kernels; every kernel is tried even when one fails.  Each run's output
 # goes to the terminal and to LOGDIR/NAME-KVER.log.  At the end, for each
 # kernel that failed, the lines of its log that say what failed (test
 # failures, guest exit, kernel splats): a long run's reader, and CI, which
@@ -15,7 +16,7 @@
 # signature) is run once more, and says so.
 set -uo pipefail
 
-[ $# -ge 4 ] || { sed -n '4,13p' "$0" >&2; exit 2; }
+[ $# -ge 4 ] || { sed -n '4,14p' "$0" >&2; exit 2; }
 name=$1 kvers=$2 logdir=$3
 shift 3
 
@@ -37,9 +38,15 @@ failure_lines() {
 }
 
 failed=""
+i=0
 for k in "${kernels[@]}"; do
+	i=$((i + 1))
 	args=()
-	for a in "$@"; do args+=("${a//@K/$k}"); done
+	for a in "$@"; do
+		a=${a//@K/$k}
+		a=${a//@I/$i}
+		args+=("${a//@N/${#kernels[@]}}")
+	done
 	log="$logdir/$name-$k.log"
 	"${args[@]}" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
