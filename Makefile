@@ -191,7 +191,7 @@ install-check: userspace module
 # the capability bits sees pgtable_l5_enabled() false, KASAN's shadow
 # bounds for 4-level paging, and reports every access to the 5-level
 # direct map as wild (seen once in five boots, a flood of reports).
-DEBUG_TIMEOUT ?= 7200
+DEBUG_TIMEOUT ?= 9000
 DEBUG_VM_APPEND ?= sysctl.kernel.hung_task_timeout_secs=120 kasan_multi_shot no5lvl
 
 debug-kernel:
