@@ -45,6 +45,8 @@ enum sdp_mid {
 /* Hello/HelloAck ipv_cap low nibble: capability bits. */
 #define SDP_CAP_INVALIDATE 0x01 /* accepts SEND with invalidate */
 #define SDP_CAP_EXT_MAX_ADVERTS 0x02
+/* Extension: answers ChRcvBuf with ChRcvBufAck (receive buffers that grow). */
+#define SDP_CAP_RESIZE 0x04
 
 /* Sizes in bytes of each header and of the messages with a fixed size. */
 #define SDP_BSDH_SIZE 16

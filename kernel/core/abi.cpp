@@ -99,6 +99,11 @@ unsigned int sdp_core_seg_max(const sdp_core_conn* c)
     return conn(c)->seg_max();
 }
 
+int sdp_core_rx_resized(sdp_core_conn* c, unsigned int rx_buf_size)
+{
+    return conn(c)->rx_resized(rx_buf_size);
+}
+
 enum sdp_core_tx_verdict sdp_core_tx_decide(const sdp_core_conn* c, unsigned int seg_bytes,
                                             int full, unsigned int opts)
 {

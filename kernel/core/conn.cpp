@@ -90,6 +90,7 @@ int Connection::build_hello(u8* buf, u32 size, u16 local_port, bool ipv6)
     msg.hello.major = SDP_VERSION_MAJOR;
     msg.hello.minor = SDP_VERSION_MINOR;
     msg.hello.ip_version = ipv6 ? wire::IpVersion::kV6 : wire::IpVersion::kV4;
+    msg.hello.caps = SDP_CAP_RESIZE;
     msg.hello.max_adverts = SDP_CORE_MAX_ADVERTS;
     msg.hello.desired_remote_rcv_size = tx_buf_size_;
     msg.hello.local_rcv_size = rx_buf_size_;
@@ -114,6 +115,7 @@ int Connection::on_hello_ack(const u8* buf, u32 size)
     if (msg.hello_ack.actual_rcv_size < kMinRcvSize || msg.bsdh.mseq != 0)
         return -SDP_CORE_EPROTO;
     peer_rcv_size_ = msg.hello_ack.actual_rcv_size;
+    peer_resizes_ = (msg.hello_ack.caps & SDP_CAP_RESIZE) != 0;
     // An extension: 0 (a peer that does not know it) means one.
     peer_max_adverts_ = msg.hello_ack.ext_max_adverts != 0 ? msg.hello_ack.ext_max_adverts : 1;
     active_ = true;
@@ -134,6 +136,7 @@ int Connection::on_hello(const u8* buf, u32 size)
     if (msg.hello.local_rcv_size < kMinRcvSize || msg.bsdh.mseq != 0)
         return -SDP_CORE_EPROTO;
     peer_rcv_size_ = msg.hello.local_rcv_size;
+    peer_resizes_ = (msg.hello.caps & SDP_CAP_RESIZE) != 0;
     peer_max_adverts_ = msg.hello.max_adverts;
     peer_hello_ = msg.bsdh;
     have_peer_hello_ = true;
@@ -150,6 +153,7 @@ int Connection::build_hello_ack(u8* buf, u32 size)
     msg.hello_ack.major = SDP_VERSION_MAJOR;
     msg.hello_ack.minor = SDP_VERSION_MINOR;
     msg.hello_ack.ip_version = 0;
+    msg.hello_ack.caps = SDP_CAP_RESIZE;
     msg.hello_ack.actual_rcv_size = rx_buf_size_;
     msg.hello_ack.ext_max_adverts = SDP_CORE_MAX_ADVERTS;
     usize written = 0;
@@ -165,6 +169,61 @@ u32 Connection::seg_max() const
     if (peer_rcv_size_ != 0 && peer_rcv_size_ < limit)
         limit = peer_rcv_size_;
     return limit > kBsdh ? limit - kBsdh : 0;
+}
+
+int Connection::rx_resized(u32 rx_buf_size)
+{
+    if (!rx_resize_pending_ || rx_buf_size < kMinRcvSize)
+        return -SDP_CORE_ESTATE;
+    rx_resize_pending_ = false;
+    // Every buffer the peer can reach now has this size: so may its
+    // messages, once our answer is there.
+    if (rx_buf_size > rx_buf_size_)
+        rx_buf_size_ = rx_buf_size;
+    resize_answer_ = rx_buf_size;
+    resize_ack_due_ = true;
+    return 0;
+}
+
+// A buffer size message due: our answer first (the peer's sends wait for
+// it), then our own request.  The answer goes as long as the peer may
+// send data, after our own DisConn too (a client that shut down its side
+// and reads a long answer); our request only while we may.
+int Connection::resize_due() const
+{
+    if ((state_ & SDP_CS_ESTABLISHED) == 0 || (state_ & SDP_CS_ABORTED) != 0)
+        return 0;
+    if (resize_ack_due_)
+        return (state_ & SDP_CS_DISCONN_RCVD) == 0 ? SDP_MID_CH_RCV_BUF_ACK : 0;
+    constexpr u32 kShut = SDP_CS_DISCONN_SENT | SDP_CS_SHUT_REQUESTED;
+    if (grow_due_ && (state_ & kShut) == 0)
+        return SDP_MID_CH_RCV_BUF;
+    return 0;
+}
+
+int Connection::resize_rx(const wire::Message& msg, sdp_core_rx* out)
+{
+    const u32 size = msg.rcv_buf_size;
+    if (msg.bsdh.mid == wire::Mid::kChRcvBuf) {
+        // One request at a time: the next after our answer.
+        // Our answer must fit the peer's buffers.
+        if (rx_resize_pending_ || resize_ack_due_ || size < kMinRcvSize ||
+            peer_rcv_size_ < SDP_CH_RCV_BUF_SIZE)
+            return -SDP_CORE_EPROTO;
+        rx_resize_pending_ = true;
+        resize_asked_ = size;
+    } else {
+        if (!grow_asked_ || grow_answered_ || size < kMinRcvSize)
+            return -SDP_CORE_EPROTO;
+        grow_answered_ = true;
+        // Never more than we asked for; a smaller answer is a refusal.
+        const u32 granted = size < tx_buf_size_ ? size : tx_buf_size_;
+        if (granted > peer_rcv_size_)
+            peer_rcv_size_ = granted;
+    }
+    out->kind = SDP_RX_RESIZE;
+    out->resize_bytes = size;
+    return 0;
 }
 
 sdp_core_tx_verdict Connection::tx_verdict(u32 seg_bytes, bool full, u32 opts) const
@@ -243,6 +302,16 @@ int Connection::tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags)
         if (zc_control_due() != static_cast<int>(mid) || !credits_.may_send_control())
             return -SDP_CORE_ESTATE;
         break;
+    case wire::Mid::kChRcvBuf:
+        if (resize_due() != static_cast<int>(mid) || !credits_.may_send_control())
+            return -SDP_CORE_ESTATE;
+        msg.rcv_buf_size = tx_buf_size_;
+        break;
+    case wire::Mid::kChRcvBufAck:
+        if (resize_due() != static_cast<int>(mid) || !credits_.may_send_control())
+            return -SDP_CORE_ESTATE;
+        msg.rcv_buf_size = resize_answer_;
+        break;
     default:
         return -SDP_CORE_EPROTO;
     }
@@ -264,6 +333,11 @@ int Connection::tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags)
     if (!wire::is_control(msg.bsdh.mid) || msg.bsdh.mid == wire::Mid::kDisConn ||
         msg.bsdh.mid == wire::Mid::kAbortConn) {
         // Data, DisConn, AbortConn: nothing more to fill in.
+    } else if (msg.bsdh.mid == wire::Mid::kChRcvBuf) {
+        grow_due_ = false;
+        grow_asked_ = true;
+    } else if (msg.bsdh.mid == wire::Mid::kChRcvBufAck) {
+        resize_ack_due_ = false;
     } else if (zc_tx_build(&msg) != 0) {
         return -SDP_CORE_EPROTO;
     }
@@ -333,6 +407,9 @@ int Connection::control_due(u32 tx_queued) const
         !(credits_.remote_credits() <= CreditLedger::kControlReserve &&
           posted_rx_ > CreditLedger::kControlReserve && posted_rx_ > credits_.remote_credits()))
         return 0;
+    const int resize = resize_due();
+    if (resize != 0)
+        return resize;
     // An acknowledgement the host asked for (a sender may hold small data
     // until it comes).  Data, if any could go, would have carried it.
     if (ack_requested_)
@@ -361,13 +438,35 @@ int Connection::tx_next(const sdp_core_tx_ring& ring, sdp_core_tx_action* act)
     *act = sdp_core_tx_action{};
     act->kind = SDP_TXN_NONE;
     act->data = SDP_TX_POST;
+    // A buffer size message goes before data that could take its credit
+    // (a stream would hold it back until it stalls), never on the last
+    // credit, which control_due() keeps for a credit update.
+    const int resize = resize_due();
+    if (resize != 0 && ring.ctl_hdr != nullptr && credits_.tx_credits() >= 2 &&
+        ring.ctl_size >= wire::header_size(static_cast<wire::Mid>(resize))) {
+        const int n = tx_build(ring.ctl_hdr, static_cast<u32>(resize), 0, 0);
+        if (n < 0)
+            return n;
+        act->kind = SDP_TXN_CONTROL;
+        act->mid = static_cast<u32>(resize);
+        act->hdr_len = static_cast<u32>(n);
+        return 0;
+    }
     if (ring.segs_queued != 0) {
         // Full: it cannot take more bytes, or bytes queue behind it, or it
         // ends with urgent data (which must go at once).
-        const bool full =
-            ring.seg_bytes >= seg_max() || ring.seg_urgent != 0 || ring.segs_queued > 1;
+        const bool full = ring.seg_bytes >= seg_max() || ring.seg_full != 0 ||
+                          ring.seg_urgent != 0 || ring.segs_queued > 1;
         act->data = tx_verdict(ring.seg_bytes, full, ring.opts);
         if (act->data == SDP_TX_POST) {
+            // A segment as large as the peer takes: ask once for larger
+            // buffers if ours are larger.  (The host posts each segment
+            // as it fills while credits last, so "more queued behind it"
+            // would wait for a credit stall to notice a stream.)
+            if (ring.seg_bytes >= seg_max() && peer_resizes_ && !grow_asked_ &&
+                peer_rcv_size_ < tx_buf_size_ && peer_rcv_size_ >= SDP_CH_RCV_BUF_SIZE &&
+                rx_buf_size_ >= SDP_CH_RCV_BUF_SIZE)
+                grow_due_ = true;
             const int n = tx_build(ring.seg_hdr, SDP_MID_DATA, ring.seg_bytes,
                                    ring.seg_urgent != 0 ? SDP_FLAG_OOB_PRES : 0);
             if (n < 0)
@@ -469,12 +568,12 @@ int Connection::rx_checked(const u8* buf, u32 byte_len, sdp_core_rx* out)
         state_ |= SDP_CS_ABORTED;
         out->kind = SDP_RX_ABORT;
         return 0;
-    case wire::Mid::kHello:
-    case wire::Mid::kHelloAck:
     case wire::Mid::kChRcvBuf:
     case wire::Mid::kChRcvBufAck:
-        // Hello/HelloAck after setup, and buffer resizing (never invited:
-        // the ring size is fixed) are protocol errors.
+        return resize_rx(msg, out);
+    case wire::Mid::kHello:
+    case wire::Mid::kHelloAck:
+        // Hello/HelloAck after setup are protocol errors.
         return -SDP_CORE_EPROTO;
     default:
         return zc_rx(msg, out);

@@ -33,6 +33,7 @@ class Connection {
     }
 
     u32 seg_max() const;
+    int rx_resized(u32 rx_buf_size);
     sdp_core_tx_verdict tx_verdict(u32 seg_bytes, bool full, u32 opts) const;
     int tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags);
     void tx_done(u32 mid);
@@ -142,6 +143,8 @@ class Connection {
     bool zc_answer_fits() const;
     void data_sent(u32 mseq);
     void data_received();
+    int resize_due() const;
+    int resize_rx(const wire::Message& msg, sdp_core_rx* out);
 
     // Our Hello/HelloAck as a BSDH, so the ledger can start from it.
     void start(const wire::Bsdh& peer, u16 advertised);
@@ -224,6 +227,17 @@ class Connection {
     // chances to skip before the next.
     u8 adv_misses_ = 0;
     u8 adv_skip_ = 0;
+    // Receive buffers that grow (ChRcvBuf/ChRcvBufAck; sdp_core.h).  As
+    // the data source we ask once, for tx_buf_size_; as the sink we answer
+    // each request once the host has the buffers posted.
+    bool peer_resizes_ = false;      // the peer's Hello/HelloAck had SDP_CAP_RESIZE
+    bool grow_due_ = false;          // our ChRcvBuf should go
+    bool grow_asked_ = false;        // it went
+    bool grow_answered_ = false;     // its ChRcvBufAck came
+    bool rx_resize_pending_ = false; // the peer asked; the host has not answered
+    bool resize_ack_due_ = false;    // our ChRcvBufAck should go
+    u32 resize_asked_ = 0;           // the size of the peer's pending ChRcvBuf
+    u32 resize_answer_ = 0;          // the size our ChRcvBufAck carries
     // We sent the Hello (breaks ties in the credit update rule).
     bool active_ = false;
     // The last tx_verdict() was SDP_TX_NO_CREDIT: queued data waits for

@@ -105,6 +105,29 @@ int sdp_core_build_hello_ack(struct sdp_core_conn *c, unsigned char *buf,
 /* Largest Data payload one message may carry (peer's and our limits). */
 unsigned int sdp_core_seg_max(const struct sdp_core_conn *c);
 
+/*
+ * Receive buffers that grow (ChRcvBuf/ChRcvBufAck, an extension both sides
+ * announce in the Hello exchange, SDP_CAP_RESIZE).  A connection starts
+ * with the receive buffers sdp_core_conn_init() names, however large the
+ * send buffers are.
+ *
+ * Data source: when full segments queue behind each other and the peer's
+ * buffers are smaller than ours, the core asks once (ChRcvBuf, tx_buf_size)
+ * through control_due()/tx_next().  The answer arrives as SDP_RX_RESIZE
+ * with mid ChRcvBufAck: seg_max() may have grown, and the host may give
+ * its send buffers that size.
+ *
+ * Data sink: the peer's ChRcvBuf arrives as SDP_RX_RESIZE with mid
+ * ChRcvBuf and the size asked for.  The host posts only buffers of the
+ * new size from then on and calls sdp_core_rx_resized() once every buffer
+ * posted and not yet consumed has at least rx_buf_size bytes (receives
+ * complete in posting order, so the source's messages after our answer
+ * land in those).  Declining is answering with the current size.  The
+ * core then sends ChRcvBufAck and accepts messages of the new size.
+ * Returns 0, or -SDP_CORE_ESTATE if no request is waiting.
+ */
+int sdp_core_rx_resized(struct sdp_core_conn *c, unsigned int rx_buf_size);
+
 /* ---- transmit ----------------------------------------------------------- */
 
 /* Options in force for a segment (socket options and send flags). */
@@ -165,6 +188,8 @@ struct sdp_core_tx_ring {
 	unsigned int seg_bytes;
 	unsigned int segs_queued;
 	int seg_urgent;
+	int seg_full; /* its send buffer can take no more (smaller than
+		       * seg_max() until it grows) */
 	unsigned char *seg_hdr;
 	unsigned char *ctl_hdr;
 	unsigned int ctl_size;
@@ -222,6 +247,9 @@ enum sdp_core_rx_kind {
 			     * copy state changed, see sdp_core_zc_query();
 			     * for RdmaWrCompl zc_bytes landed in the buffer
 			     * our SinkAvail advertised */
+	SDP_RX_RESIZE = 4,  /* ChRcvBuf (resize_bytes asked for) or
+			     * ChRcvBufAck (seg_max() may have grown), see
+			     * sdp_core_rx_resized() */
 };
 
 struct sdp_core_rx {
@@ -235,6 +263,8 @@ struct sdp_core_rx {
 				    * sdp_core_ack_request() (0: no timer) */
 	unsigned int zc_bytes; /* SDP_RX_ZCOPY: bytes the message reports
 				* (SrcAvail, RdmaRdCompl, RdmaWrCompl) */
+	unsigned int resize_bytes; /* SDP_RX_RESIZE: the size the message
+				    * carries */
 };
 
 /*

@@ -602,7 +602,8 @@ void Harness::control(int s)
     CHECK(due == SDP_MID_DATA || due == SDP_MID_DISCONN || due == SDP_MID_SEND_SM ||
           due == SDP_MID_RDMA_WR_COMPL || due == SDP_MID_RDMA_RD_COMPL ||
           due == SDP_MID_SRC_AVAIL_CANCEL || due == SDP_MID_SINK_AVAIL_CANCEL ||
-          due == SDP_MID_SINK_CANCEL_ACK);
+          due == SDP_MID_SINK_CANCEL_ACK || due == SDP_MID_CH_RCV_BUF ||
+          due == SDP_MID_CH_RCV_BUF_ACK);
     // What control_due() asks for, tx_build() builds.
     CHECK(build(s, static_cast<u32>(due), 0, 0) > 0);
 }
@@ -988,7 +989,7 @@ void Harness::accepted(int s, const Bytes& msg, const sdp_core_rx& rx, u32 state
     d.accepted++;
     d.last_bufs = m.bsdh.bufs;
     CHECK(sdp_core_tx_credits(&d.conn) <= m.bsdh.bufs);
-    CHECK(rx.kind <= SDP_RX_ZCOPY &&
+    CHECK(rx.kind <= SDP_RX_RESIZE &&
           (rx.ack_timer_ms == 0 || rx.ack_timer_ms == SDP_CORE_ACK_DELAY_MS));
     bool free_now = true;
     switch (rx.kind) {
@@ -1098,6 +1099,21 @@ void Harness::accepted(int s, const Bytes& msg, const sdp_core_rx& rx, u32 state
         settle(s);
         break;
     }
+    case SDP_RX_RESIZE:
+        CHECK(rx.resize_bytes == m.rcv_buf_size && m.rcv_buf_size > kBsdh);
+        if (m.bsdh.mid == wire::Mid::kChRcvBuf) {
+            // The host keeps its buffers (a refusal), answered at once:
+            // every posted buffer has that size already.  Once only.
+            CHECK(sdp_core_rx_resized(&d.conn, d.rx_buf_size) == 0);
+            CHECK(sdp_core_rx_resized(&d.conn, d.rx_buf_size) == -SDP_CORE_ESTATE);
+        } else {
+            // Our segments may grow to the answer, never past our buffers.
+            CHECK(m.bsdh.mid == wire::Mid::kChRcvBufAck);
+            const u32 granted = m.rcv_buf_size < d.tx_buf_size ? m.rcv_buf_size : d.tx_buf_size;
+            if (granted > d.peer_rcv_size)
+                d.peer_rcv_size = granted;
+        }
+        break;
     default:
         CHECK(false);
     }

@@ -1389,6 +1389,185 @@ TEST_F(ConnRx, MessagesOnAnIdleConnection)
     }
 }
 
+// ---- receive buffers that grow (ChRcvBuf / ChRcvBufAck) ------------------------
+
+// A tx_next() on `c` with `queued` full segments of `seg` bytes queued;
+// returns the action (header written into hdr or ctl).
+sdp_core_tx_action TxNext(sdp_core_conn* c, unsigned seg, unsigned queued, unsigned char* hdr,
+                          unsigned char* ctl)
+{
+    sdp_core_rx_posted(c, 8);
+    sdp_core_tx_ring ring{};
+    ring.seg_bytes = seg;
+    ring.segs_queued = queued;
+    ring.seg_hdr = hdr;
+    ring.ctl_hdr = ctl;
+    ring.ctl_size = 64;
+    sdp_core_tx_action act{};
+    EXPECT_EQ(sdp_core_tx_next(c, &ring, &act), 0);
+    return act;
+}
+
+Bytes ResizeMsg(unsigned mid, unsigned size, unsigned mseq, unsigned mseq_ack)
+{
+    Bytes m = Raw(mid, 0, 8, mseq, mseq_ack, 0, 4);
+    PutBe32(&m[kBsdh], size);
+    return m;
+}
+
+TEST(ConnResize, HelloAndHelloAckAnnounceIt)
+{
+    sdp_core_conn c;
+    sdp_core_conn_init(&c, 4096, 65536);
+    unsigned char buf[SDP_CM_REQ_PRIVATE_DATA] = {};
+    ASSERT_GT(BuildHello(&c, buf, sizeof(buf), 8, 1, 0), 0);
+    EXPECT_EQ(buf[17] & 0x0f, SDP_CAP_RESIZE);
+    Pair p;
+    ASSERT_GT(BuildHello(&p.active, buf, sizeof(buf), 8, 1, 0), 0);
+    ASSERT_RC(sdp_core_on_hello(&p.passive, buf, sizeof(buf)), 0);
+    unsigned char rep[SDP_CM_REP_PRIVATE_DATA] = {};
+    ASSERT_GT(BuildHelloAck(&p.passive, rep, sizeof(rep), 8), 0);
+    EXPECT_EQ(rep[17] & 0x0f, SDP_CAP_RESIZE);
+}
+
+// The writer with 64 KiB send buffers asks a reader with 4 KiB receive
+// buffers, once, when full segments queue; the reader answers once the
+// host says its buffers are posted; the writer's segments grow.
+TEST(ConnResize, TheSourceAsksOnceAndGrowsOnTheAnswer)
+{
+    Sizes s;
+    s.active_tx = 65536;
+    s.passive_rx = 4096;
+    Pair p(s);
+    p.Connect();
+    ASSERT_EQ(sdp_core_seg_max(&p.active), 4096 - kBsdh);
+    unsigned char hdr[kBsdh];
+    unsigned char ctl[64];
+    // A partial segment does not ask.
+    sdp_core_tx_action act = TxNext(&p.active, 100, 2, hdr, ctl);
+    ASSERT_EQ(act.kind, SDP_TXN_DATA);
+    EXPECT_EQ(sdp_core_control_due(&p.active, 0), 0);
+    // A full one does: the next SEND asks.
+    act = TxNext(&p.active, 4096 - kBsdh, 1, hdr, ctl);
+    ASSERT_EQ(act.kind, SDP_TXN_DATA);
+    act = TxNext(&p.active, 4096 - kBsdh, 2, hdr, ctl);
+    ASSERT_EQ(act.kind, SDP_TXN_CONTROL);
+    ASSERT_EQ(act.mid, unsigned{SDP_MID_CH_RCV_BUF});
+    ASSERT_EQ(act.hdr_len, unsigned{SDP_CH_RCV_BUF_SIZE});
+    EXPECT_EQ(Be32(ctl + kBsdh), 65536u) << "asks for our send buffer size";
+    const Bytes req(ctl, ctl + SDP_CH_RCV_BUF_SIZE);
+    // Asked once only.
+    act = TxNext(&p.active, 4096 - kBsdh, 2, hdr, ctl);
+    EXPECT_EQ(act.kind, SDP_TXN_DATA);
+
+    // The reader: the request (after the two Data messages).
+    sdp_core_rx rx{};
+    for (int i = 0; i < 2; i++)
+        ASSERT_RC(Recv(&p.passive, Raw(SDP_MID_DATA, 0, 8, i + 1, 0, 10), &rx), 0);
+    ASSERT_RC(Recv(&p.passive, req, &rx), 0);
+    EXPECT_EQ(rx.kind, unsigned{SDP_RX_RESIZE});
+    EXPECT_EQ(rx.mid, unsigned{SDP_MID_CH_RCV_BUF});
+    EXPECT_EQ(rx.resize_bytes, 65536u);
+    EXPECT_NE(sdp_core_control_due(&p.passive, 0), SDP_MID_CH_RCV_BUF_ACK)
+        << "no answer before the host's";
+    // Messages of the new size are refused until the answer.
+    ASSERT_RC(sdp_core_rx_resized(&p.passive, 32768), 0);
+    EXPECT_RC(sdp_core_rx_resized(&p.passive, 32768), -SDP_CORE_ESTATE) << "answered once";
+    act = TxNext(&p.passive, 0, 0, hdr, ctl);
+    ASSERT_EQ(act.kind, SDP_TXN_CONTROL);
+    ASSERT_EQ(act.mid, unsigned{SDP_MID_CH_RCV_BUF_ACK});
+    EXPECT_EQ(Be32(ctl + kBsdh), 32768u);
+    const Bytes ack(ctl, ctl + SDP_CH_RCV_BUF_SIZE);
+
+    ASSERT_RC(Recv(&p.active, ack, &rx), 0);
+    EXPECT_EQ(rx.kind, unsigned{SDP_RX_RESIZE});
+    EXPECT_EQ(rx.mid, unsigned{SDP_MID_CH_RCV_BUF_ACK});
+    EXPECT_EQ(rx.resize_bytes, 32768u);
+    EXPECT_EQ(sdp_core_seg_max(&p.active), 32768 - kBsdh);
+    // The reader now takes a message of the new size.
+    ASSERT_RC(Recv(&p.passive, Raw(SDP_MID_DATA, 0, 8, 4, 1, 32768 - kBsdh), &rx), 0);
+    EXPECT_EQ(rx.payload_len, 32768 - kBsdh);
+}
+
+TEST(ConnResize, RefusedAnswerKeepsTheSegments)
+{
+    Sizes s;
+    s.active_tx = 65536;
+    s.passive_rx = 4096;
+    Pair p(s);
+    p.Connect();
+    unsigned char hdr[kBsdh];
+    unsigned char ctl[64];
+    TxNext(&p.active, 4096 - kBsdh, 1, hdr, ctl);
+    sdp_core_tx_action act = TxNext(&p.active, 4096 - kBsdh, 2, hdr, ctl);
+    ASSERT_EQ(act.mid, unsigned{SDP_MID_CH_RCV_BUF});
+    sdp_core_rx rx{};
+    // The answer with the current size: a refusal.
+    ASSERT_RC(Recv(&p.active, ResizeMsg(SDP_MID_CH_RCV_BUF_ACK, 4096, 1, 2), &rx), 0);
+    EXPECT_EQ(sdp_core_seg_max(&p.active), 4096 - kBsdh);
+    // A second answer answers nothing.
+    EXPECT_RC(Recv(&p.active, ResizeMsg(SDP_MID_CH_RCV_BUF_ACK, 4096, 2, 2), &rx),
+              -SDP_CORE_EPROTO);
+}
+
+TEST(ConnResize, ProtocolErrors)
+{
+    sdp_core_rx rx{};
+    {
+        Pair p;
+        p.Connect();
+        EXPECT_RC(Recv(&p.active, ResizeMsg(SDP_MID_CH_RCV_BUF_ACK, 8192, 1, 0), &rx),
+                  -SDP_CORE_EPROTO)
+            << "an answer to no request";
+    }
+    {
+        Pair p;
+        p.Connect();
+        ASSERT_RC(Recv(&p.active, ResizeMsg(SDP_MID_CH_RCV_BUF, 8192, 1, 0), &rx), 0);
+        EXPECT_RC(Recv(&p.active, ResizeMsg(SDP_MID_CH_RCV_BUF, 8192, 2, 0), &rx), -SDP_CORE_EPROTO)
+            << "a second request before our answer";
+    }
+    {
+        Pair p;
+        p.Connect();
+        EXPECT_RC(Recv(&p.active, ResizeMsg(SDP_MID_CH_RCV_BUF, kBsdh, 1, 0), &rx),
+                  -SDP_CORE_EPROTO)
+            << "a size that holds no payload";
+        EXPECT_RC(sdp_core_rx_resized(&p.passive, 8192), -SDP_CORE_ESTATE) << "nothing asked";
+    }
+    {
+        // A peer whose buffers cannot hold our answer must not ask.
+        Sizes s;
+        s.passive_rx = kBsdh + 1;
+        Pair p(s);
+        p.Connect();
+        EXPECT_RC(Recv(&p.active, ResizeMsg(SDP_MID_CH_RCV_BUF, 8192, 1, 0), &rx),
+                  -SDP_CORE_EPROTO);
+    }
+}
+
+// A peer that does not announce SDP_CAP_RESIZE is never asked.
+TEST(ConnResize, NotAskedOfAPeerWithoutTheCapability)
+{
+    sdp_core_conn a;
+    sdp_core_conn b;
+    sdp_core_conn_init(&a, 4096, 65536);
+    sdp_core_conn_init(&b, 4096, 4096);
+    unsigned char req[SDP_CM_REQ_PRIVATE_DATA] = {};
+    ASSERT_GT(BuildHello(&a, req, sizeof(req), 8, 1, 0), 0);
+    ASSERT_RC(sdp_core_on_hello(&b, req, sizeof(req)), 0);
+    unsigned char rep[SDP_CM_REP_PRIVATE_DATA] = {};
+    ASSERT_GT(BuildHelloAck(&b, rep, sizeof(rep), 8), 0);
+    rep[17] &= 0xf0; // an implementation without the extension
+    ASSERT_RC(sdp_core_on_hello_ack(&a, rep, sizeof(rep)), 0);
+    unsigned char hdr[kBsdh];
+    unsigned char ctl[64];
+    for (int i = 0; i < 4; i++) {
+        const sdp_core_tx_action act = TxNext(&a, 4096 - kBsdh, 3, hdr, ctl);
+        EXPECT_EQ(act.kind, SDP_TXN_DATA) << i;
+    }
+}
+
 TEST_F(ConnRx, RoundTripBothDirections)
 {
     // Ping-pong 50 messages each way through the engines and check every

@@ -80,6 +80,7 @@ inline bool World::after_disconn_ok(unsigned mid, std::size_t payload)
     case SDP_MID_SEND_SM:
     case SDP_MID_SINK_AVAIL:
     case SDP_MID_SINK_AVAIL_CANCEL:
+    case SDP_MID_CH_RCV_BUF_ACK: // the peer's data still comes
         return true;
     default:
         return false;
@@ -107,11 +108,13 @@ inline bool World::may_post(int s, unsigned mid, std::size_t payload)
              " bytes posted after DisConn");
         return false;
     }
-    // A receive buffer of the peer must hold the whole message.
-    if (hdr_size(mid) + payload > peer(s).cfg.rx_buf_size) {
+    // A receive buffer of the peer must hold the whole message (the
+    // buffer it lands in: arrive()).
+    const unsigned peer_max = std::max(peer(s).cfg.rx_buf_size, peer(s).rx_size);
+    if (hdr_size(mid) + payload > peer_max) {
         fail(d.name + ": mid " + std::to_string(mid) + " of " +
              std::to_string(hdr_size(mid) + payload) + " bytes for " + peer(s).name +
-             "'s receive buffers of " + std::to_string(peer(s).cfg.rx_buf_size));
+             "'s receive buffers of " + std::to_string(peer_max));
         return false;
     }
     return true;

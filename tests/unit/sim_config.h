@@ -41,10 +41,13 @@ class Rng {
 constexpr unsigned kNoSlotLimit = 0;
 
 struct SideConfig {
-    unsigned rx_bufs = 8;            // R
-    unsigned rx_buf_size = 256;      // B, BSDH included
-    unsigned tx_bufs = 8;            // T: queued and in-flight segments
-    unsigned tx_buf_size = 256;      // BSDH included
+    unsigned rx_bufs = 8;       // R
+    unsigned rx_buf_size = 256; // B, BSDH included
+    unsigned tx_bufs = 8;       // T: queued and in-flight segments
+    unsigned tx_buf_size = 256; // BSDH included
+    // The sink's answer to the peer's ChRcvBuf: receive buffers up to this
+    // size (0: the current size, a refusal).
+    unsigned rx_grow_max = 0;
     unsigned ctl_bufs = 8;           // C (SDP_CTL_RING)
     bool nodelay = false;            // TCP_NODELAY
     bool cork = false;               // the application sets and clears TCP_CORK at random
@@ -134,6 +137,9 @@ struct SideStats {
     std::size_t after_disconn = 0; // SENDs posted after our DisConn
     std::size_t urgent_sent = 0;
     std::size_t coalesced = 0;     // messages received into the previous unread buffer
+    std::size_t largest_data = 0;  // payload bytes of the largest Data sent
+    std::size_t resizes = 0;       // ChRcvBufAcks sent (receive buffers grown or not)
+    std::size_t grown = 0;         // ChRcvBufAcks received
     std::size_t stuck_rx_bufs = 0; // most freed slots waiting behind unread data
     // zero copy
     std::size_t src_avails = 0;     // SrcAvails posted

@@ -23,6 +23,7 @@ inline void World::connect()
     for (int s = 0; s < 2; s++) {
         Side& d = me(s);
         sdp_core_conn_init(&d.conn, d.cfg.rx_buf_size, d.cfg.tx_buf_size);
+        d.rx_size = d.cfg.rx_buf_size;
         post_recvs(s);
         d.corked = d.cfg.cork_until_eof;
         if (d.cfg.echo) {
@@ -777,9 +778,52 @@ inline void World::post_recvs(int s)
             continue;
         }
         d.rx.emplace_back();
+        d.rx.back().size = d.rx_size;
         d.n_hw++;
     }
     sdp_core_rx_posted(&d.conn, posted_rx(s));
+    answer_resize(s);
+}
+
+// The glue's answer to a ChRcvBuf: once every buffer posted and not
+// consumed has the new size (sdp_rx_resize_check()).
+inline void World::answer_resize(int s)
+{
+    Side& d = me(s);
+    if (d.rx_resize_to == 0)
+        return;
+    for (std::size_t i = d.rx.size() - d.n_hw; i < d.rx.size(); i++) {
+        if (d.rx[i].size < d.rx_resize_to)
+            return;
+    }
+    const int rc = sdp_core_rx_resized(&d.conn, d.rx_resize_to);
+    if (rc != 0)
+        fail(d.name + ": rx_resized(" + std::to_string(d.rx_resize_to) +
+             ") failed: " + sdp_core_err_name(rc));
+    d.rx_resize_to = 0;
+    d.stats.resizes++;
+}
+
+// ChRcvBuf (we are the sink: buffers of the new size from now on) or
+// ChRcvBufAck (we are the source: the segments may grow).
+inline void World::resize_received(int s, const sdp_core_rx& rx)
+{
+    Side& d = me(s);
+    if (rx.mid == SDP_MID_CH_RCV_BUF) {
+        unsigned size = d.rx_size;
+        if (d.cfg.rx_grow_max != 0)
+            size = std::max(size, std::min(rx.resize_bytes, d.cfg.rx_grow_max));
+        d.rx_size = size;
+        d.rx_resize_to = size;
+        return;
+    }
+    d.stats.grown++;
+    const unsigned want =
+        std::min(std::max(rx.resize_bytes, peer(s).cfg.rx_buf_size), d.cfg.tx_buf_size) -
+        SDP_BSDH_SIZE;
+    if (rx.mid != SDP_MID_CH_RCV_BUF_ACK || sdp_core_seg_max(&d.conn) != want)
+        fail(d.name + ": after ChRcvBufAck(" + std::to_string(rx.resize_bytes) + ") seg_max " +
+             std::to_string(sdp_core_seg_max(&d.conn)) + ", want " + std::to_string(want));
 }
 
 // ---- completions -----------------------------------------------------------------
@@ -882,6 +926,9 @@ inline void World::rx_complete(int s)
     case SDP_RX_ZCOPY:
         zc_received(s, slot.msg, rx);
         break;
+    case SDP_RX_RESIZE:
+        resize_received(s, rx);
+        break;
     default:
         fail(d.name + ": unexpected receive kind " + std::to_string(rx.kind));
         return;
@@ -893,14 +940,14 @@ inline void World::rx_complete(int s)
 // start, header included); its own buffer is then free.
 inline bool World::coalesce(Side& d, std::size_t at, const sdp_core_rx& rx)
 {
-    if (!d.cfg.rx_coalesce || rx.payload_len > d.cfg.rx_buf_size / 8)
+    if (!d.cfg.rx_coalesce || rx.payload_len > d.rx_size / 8)
         return false;
     const RxSlot& slot = d.rx[at];
     for (std::size_t i = at; i-- > 0;) {
         RxSlot& prev = d.rx[i];
         if (prev.state == RxState::kConsumed)
             continue;
-        if (prev.state != RxState::kHeld || prev.end + rx.payload_len > d.cfg.rx_buf_size)
+        if (prev.state != RxState::kHeld || prev.end + rx.payload_len > prev.size)
             return false;
         const auto from = slot.msg.begin() + static_cast<long>(rx.payload_off);
         prev.msg.resize(prev.end);
@@ -1005,6 +1052,12 @@ inline void World::pump(int s, unsigned extra_opts)
         } else if (mid == SDP_MID_DISCONN) {
             if (queued > 0 || !d.shut)
                 fail(d.name + ": DisConn due with data queued or no shutdown");
+        } else if (mid == SDP_MID_CH_RCV_BUF) {
+            if (sdp_core_seg_max(&d.conn) + SDP_BSDH_SIZE >= d.cfg.tx_buf_size)
+                fail(d.name + ": ChRcvBuf with segments as large as our buffers already");
+        } else if (mid == SDP_MID_CH_RCV_BUF_ACK) {
+            if (d.stats.resizes == 0)
+                fail(d.name + ": ChRcvBufAck before the buffers were posted");
         } else if (mid != SDP_MID_DATA && !zc_control_owed(s, mid)) {
             return;
         }
@@ -1033,7 +1086,10 @@ inline void World::post(int s, Ring ring, unsigned mid, Bytes msg, const Bytes& 
         return;
     }
     msg.insert(msg.end(), payload.begin(), payload.end());
-    if (mid != SDP_MID_DATA && mid != SDP_MID_DISCONN) {
+    d.stats.largest_data = std::max(d.stats.largest_data, payload.size());
+    if (mid == SDP_MID_CH_RCV_BUF || mid == SDP_MID_CH_RCV_BUF_ACK) {
+        d.stats.last_credit += sdp_core_tx_credits(&d.conn) == 0 ? 1 : 0;
+    } else if (mid != SDP_MID_DATA && mid != SDP_MID_DISCONN) {
         zc_control_sent(s, mid, msg);
         d.stats.last_credit += sdp_core_tx_credits(&d.conn) == 0 ? 1 : 0;
     }

@@ -96,6 +96,43 @@ TEST(Sim, HalfCloseKeepsGrantingCredits)
     }
 }
 
+// Receive buffers that grow: a writer whose send buffers are larger than
+// the reader's receive buffers asks once (ChRcvBuf), the reader posts
+// larger buffers and answers once every buffer the writer can reach has
+// the new size, and the writer's segments grow.  A reader that refuses
+// answers with its current size and the segments stay as they were.  The
+// model fails the run if a message lands in a buffer too small for it.
+TEST(Sim, ReceiveBuffersGrowWhenTheWriterAsks)
+{
+    SideConfig writer;
+    writer.bytes = 60000;
+    writer.max_write = 3000;
+    writer.rx_buf_size = 64;
+    writer.tx_buf_size = 1024;
+    writer.tx_bufs = 4;
+    SideConfig reader = writer;
+    reader.bytes = 0;
+    reader.rx_bufs = 4;
+    for (const unsigned grow_max : {0u, 512u, 4096u}) {
+        reader.rx_grow_max = grow_max;
+        for (std::uint64_t seed = 1; seed <= 10; seed++) {
+            const Result r = Simulate(seed, writer, reader);
+            ASSERT_SIM_OK(r);
+            EXPECT_EQ(r.stats[1].resizes, 1u) << "seed " << seed;
+            EXPECT_EQ(r.stats[0].grown, 1u) << "seed " << seed;
+            const std::size_t want =
+                (grow_max == 0 ? 64 : std::min(grow_max, 1024u)) - SDP_BSDH_SIZE;
+            EXPECT_EQ(r.stats[0].largest_data, want) << "seed " << seed << " grow " << grow_max;
+        }
+    }
+    // Buffers as large as the writer's from the start: nothing to ask.
+    reader.rx_buf_size = 1024;
+    const Result same = Simulate(3, writer, reader);
+    ASSERT_SIM_OK(same);
+    EXPECT_EQ(same.stats[0].grown, 0u);
+    EXPECT_EQ(same.stats[1].resizes, 0u);
+}
+
 // Slow readers: the receiving application sleeps for long stretches, so the
 // sender runs out of credits again and again and must be released by credit
 // updates once the reader catches up.
@@ -286,6 +323,9 @@ SideConfig RandomSide(Rng& rng)
     c.tx_bufs = static_cast<unsigned>(rng.per_mille(700) ? rng.range(1, 2) : rng.range(3, 16));
     c.rx_buf_size = PickBufSize(rng);
     c.tx_buf_size = rng.per_mille(500) ? c.rx_buf_size : PickBufSize(rng);
+    // Half the sinks grow their buffers when asked, some only part way.
+    if (rng.per_mille(500))
+        c.rx_grow_max = rng.per_mille(700) ? 4096 : PickBufSize(rng);
     c.nodelay = rng.per_mille(300);
     c.cork = rng.per_mille(300);
     c.bytes = rng.per_mille(100) ? 0 : rng.range(1, 6000);

@@ -36,6 +36,9 @@ inline unsigned World::hdr_size(unsigned mid)
         return SDP_SRC_AVAIL_HDR_SIZE;
     case SDP_MID_SINK_AVAIL:
         return SDP_SINK_AVAIL_SIZE;
+    case SDP_MID_CH_RCV_BUF:
+    case SDP_MID_CH_RCV_BUF_ACK:
+        return SDP_CH_RCV_BUF_SIZE;
     default:
         return SDP_BSDH_SIZE;
     }
@@ -115,6 +118,12 @@ inline void World::arrive(int s)
     }
     // The first posted buffer: the posted ones are at the end, in order.
     RxSlot& slot = p.rx[p.rx.size() - p.n_hw];
+    // The HCA's local length error: a message longer than its buffer.
+    if (m.msg.size() > slot.size) {
+        fail("a message of " + std::to_string(m.msg.size()) + " bytes from " + me(s).name +
+             " arrived in a receive buffer of " + std::to_string(slot.size));
+        return;
+    }
     slot.state = RxState::kUnpolled;
     slot.msg = std::move(m.msg);
     p.n_hw--;

@@ -111,8 +111,9 @@ class World {
     enum class RxState : unsigned char { kPosted, kUnpolled, kHeld, kConsumed };
     struct RxSlot {
         RxState state = RxState::kPosted;
-        Bytes msg;           // the message, once it arrived
-        std::size_t off = 0; // kHeld: payload [off, end) not read yet
+        Bytes msg;            // the message, once it arrived
+        std::size_t size = 0; // bytes of the buffer posted
+        std::size_t off = 0;  // kHeld: payload [off, end) not read yet
         std::size_t end = 0;
     };
     // Members grouped by size (counters and flags last): no padding holes.
@@ -142,9 +143,11 @@ class World {
         std::size_t paused = 0;
         unsigned ctl_in_flight = 0;
         unsigned n_unpolled = 0;
-        unsigned n_hw = 0;   // posted and empty
-        unsigned n_held = 0; // buffers holding payload not read yet
-        unsigned leaked = 0; // leak_every
+        unsigned n_hw = 0;         // posted and empty
+        unsigned rx_size = 0;      // receive buffers posted from now on: their size
+        unsigned rx_resize_to = 0; // the peer's ChRcvBuf, answered at this size
+        unsigned n_held = 0;       // buffers holding payload not read yet
+        unsigned leaked = 0;       // leak_every
         // zero copy, source: a write() in progress up to zw_end; after a
         // SendSM (or ETOOBIG, or with less than zcopy_thresh left) the rest
         // of it goes by bcopy, up to bcopy_end; with bcopy_budget set only
@@ -354,6 +357,8 @@ class World {
     bool registered(int s, const Peer& a) const;
     void zc_received(int s, const Bytes& msg, const sdp_core_rx& rx);
     static std::string not_owed(const Side& d, unsigned mid);
+    void answer_resize(int s);
+    void resize_received(int s, const sdp_core_rx& rx);
     bool zc_control_owed(int s, unsigned mid);
     void zc_control_sent(int s, unsigned mid, const Bytes& msg);
     // invariants, the end of a run, the state dump
