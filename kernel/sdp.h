@@ -109,6 +109,7 @@ extern struct workqueue_struct *sdp_zc_wq;
 
 /* ---- tunables (sdp_sysctl.c, net.sdp.*) ---------------------------------- */
 extern int sysctl_sdp_buf_size;	      /* bytes per ring buffer, BSDH included */
+extern int sysctl_sdp_buf_size_initial; /* receive buffers until the peer asks */
 extern int sysctl_sdp_ring_min;	      /* buffers per ring, at least */
 extern int sysctl_sdp_ring_max;	      /* buffers per ring, at most */
 extern int sysctl_sdp_inline_thresh;  /* inline sends up to this many bytes */
@@ -142,6 +143,13 @@ extern atomic_t sdp_conns;
 struct sdp_buf {
 	void *data;
 	u64 dma;
+	/* The larger buffer that replaces this one before it is posted (rx)
+	 * or filled (tx) again (sdp_grow_work()); NULL if none.
+	 */
+	void *next;
+	u64 next_dma;
+	u32 next_size;
+	u32 size; /* bytes at data */
 	u32 off; /* rx: next unread payload byte; tx: unused */
 	u32 end; /* rx: end of payload; tx: header + payload bytes */
 	u8 mid;	 /* tx: message id, for the core's completion accounting */
@@ -198,6 +206,7 @@ enum sdp_wr_ring {
 #define SDP_WR_ID(ring, n) (((u64)(ring) << 32) | (u32)(n))
 #define SDP_WR_RING(id) ((u32)((id) >> 32))
 
+#define SDP_MIN_BUF_SIZE 1024 /* net.sdp.buf_size and buf_size_initial */
 #define SDP_CTL_RING 8 /* control messages: DisConn, credit updates, aborts */
 #define SDP_CTL_BUF_SIZE 64 /* the largest control message is SinkAvail (36) */
 
@@ -277,7 +286,6 @@ struct sdp_res {
 	struct sdp_ring rx;
 	struct sdp_ring tx;
 	struct sdp_ring ctl;
-	u32 buf_size;
 	struct ib_mr *zc_mr[SDP_ZC_MAPS];
 	struct sdp_zc_map *zc_unmap[SDP_ZC_MAPS]; /* mappings teardown must undo */
 	struct sdp_zc_orphan zc_orphan[SDP_ZC_MAPS];
@@ -337,7 +345,19 @@ struct sdp_sock {
 	struct sdp_ring rx;
 	struct sdp_ring tx;
 	struct sdp_ring ctl;
-	u32 buf_size;
+	u32 buf_size; /* send buffers, and the most a receive buffer grows to */
+	/* Receive buffers that grow (sdp_rx.c): the size posted from now on,
+	 * and the size the answer to the peer's ChRcvBuf carries once every
+	 * posted buffer has it (0: no request waiting).  Socket lock.
+	 */
+	u32 rx_size;
+	u32 rx_grow_to;
+	/* Send buffers that grow: the size of those allocated last; grown
+	 * (sdp_grow_work()) when the peer's buffers take larger segments.
+	 * Socket lock.
+	 */
+	u32 tx_size;
+	bool tx_grow_failed; /* no memory for it: do not try again */
 	u32 seg_max;
 	bool res_ready;	 /* QP and rings exist; WRITE_ONCE (poll) */
 	bool qp_error;	 /* a completion failed: the QP is dead */
@@ -505,6 +525,7 @@ struct sdp_sock {
 	struct work_struct destroy_work;
 	struct work_struct put_work; /* sdp_sock_put_deferred() */
 	struct work_struct cm_work;  /* CM events, see sdp_cm.c */
+	struct work_struct grow_work; /* larger ring buffers, sdp_rx.c */
 	struct mutex cm_ev_mutex;    /* cm_work vs. purge of a dead id */
 	/* The CM event FIFO: cm_ev_lock.  Pushed by the handler, popped by
 	 * cm_work (cm_ev_mutex held).  The HelloAck is copied in under
@@ -699,6 +720,8 @@ enum sdp_counter {
 	SDP_CNT_ZC_ASYNC_SENDS,
 	SDP_CNT_ZC_ASYNC_JOINED,
 	SDP_CNT_ZC_SQ_BUSY_AGAIN,
+	SDP_CNT_RX_GROWN,	  /* receive buffers grown at the peer's request */
+	SDP_CNT_RX_GROW_REFUSED, /* ... not: no memory */
 	SDP_CNT_MAX
 };
 
@@ -808,7 +831,14 @@ void sdp_put_work(struct work_struct *work);
 
 /* sdp_rx.c */
 int sdp_post_recvs(struct sock *sk);
+void sdp_buf_release(struct ib_device *dev, void *data, u64 dma, u32 size,
+		     enum dma_data_direction dir);
+void sdp_buf_swap(struct ib_device *dev, struct sdp_buf *b,
+		  enum dma_data_direction dir);
 int sdp_rx_ring_init(struct sdp_ring *rx);
+void sdp_grow_work(struct work_struct *work);
+void sdp_seg_max_changed(struct sock *sk);
+u32 sdp_tx_seg_cap(const struct sdp_sock *ssk, const struct sdp_buf *b);
 void sdp_rx_ring_fini(struct sdp_ring *rx);
 void sdp_rx_complete(struct sock *sk, struct ib_wc *wc);
 int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags);

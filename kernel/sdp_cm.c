@@ -296,8 +296,8 @@ static void sdp_connected(struct sock *sk)
 		sock_release(ssk->tcp);
 		ssk->tcp = NULL;
 	}
-	ssk->seg_max = sdp_core_seg_max(&ssk->core);
 	ssk->established_once = true;
+	sdp_seg_max_changed(sk);
 	ssk->last_rx_jiffies = jiffies;
 	sdp_set_state(sk, TCP_ESTABLISHED);
 	if (sock_flag(sk, SOCK_KEEPOPEN))

@@ -38,8 +38,37 @@ static u32 sdp_ring_count(int sockbuf, u32 buf_size)
 	return clamp_t(u32, n, sysctl_sdp_ring_min, sysctl_sdp_ring_max);
 }
 
+/* A ring buffer's memory, unmapped and freed (NULL: nothing). */
+void sdp_buf_release(struct ib_device *dev, void *data, u64 dma, u32 size,
+		     enum dma_data_direction dir)
+{
+	if (!data)
+		return;
+	if (dma)
+		ib_dma_unmap_single(dev, dma, size, dir);
+	kfree(data);
+}
+
+/*
+ * A free ring buffer swapped for its larger replacement (sdp_grow_work()),
+ * if it has one.
+ */
+void sdp_buf_swap(struct ib_device *dev, struct sdp_buf *b,
+		  enum dma_data_direction dir)
+{
+	if (!b->next)
+		return;
+	sdp_buf_release(dev, b->data, b->dma, b->size, dir);
+	b->data = b->next;
+	b->dma = b->next_dma;
+	b->size = b->next_size;
+	b->next = NULL;
+	b->next_dma = 0;
+	b->next_size = 0;
+}
+
 static void sdp_ring_free(struct ib_device *dev, struct sdp_ring *r,
-			  u32 size, enum dma_data_direction dir)
+			  enum dma_data_direction dir)
 {
 	u32 i;
 
@@ -48,11 +77,8 @@ static void sdp_ring_free(struct ib_device *dev, struct sdp_ring *r,
 	for (i = 0; i < r->count; i++) {
 		struct sdp_buf *b = &r->bufs[i];
 
-		if (!b->data)
-			continue;
-		if (b->dma)
-			ib_dma_unmap_single(dev, b->dma, size, dir);
-		kfree(b->data);
+		sdp_buf_release(dev, b->next, b->next_dma, b->next_size, dir);
+		sdp_buf_release(dev, b->data, b->dma, b->size, dir);
 	}
 	kfree(r->bufs);
 	memset(r, 0, sizeof(*r));
@@ -74,6 +100,7 @@ static int sdp_ring_alloc(struct ib_device *dev, struct sdp_ring *r, u32 count,
 		b->data = kmalloc(size, SDP_GFP_CONN);
 		if (!b->data)
 			return -ENOMEM;
+		b->size = size;
 		b->dma = ib_dma_map_single(dev, b->data, size, dir);
 		if (ib_dma_mapping_error(dev, b->dma)) {
 			b->dma = 0;
@@ -137,7 +164,17 @@ void sdp_conn_init(struct sock *sk)
 	sock_owned_by_me(sk);
 
 	ssk->buf_size = (u32)READ_ONCE(sysctl_sdp_buf_size);
-	sdp_core_conn_init(&ssk->core, ssk->buf_size, ssk->buf_size);
+	/* Receive buffers start small and grow when the peer streams (0 or
+	 * too small: as large as the send buffers from the start).
+	 */
+	ssk->rx_size = (u32)READ_ONCE(sysctl_sdp_buf_size_initial);
+	if (ssk->rx_size < SDP_MIN_BUF_SIZE || ssk->rx_size > ssk->buf_size)
+		ssk->rx_size = ssk->buf_size;
+	ssk->rx_grow_to = 0;
+	/* Send buffers alike: they grow once the peer takes larger segments. */
+	ssk->tx_size = ssk->rx_size;
+	ssk->tx_grow_failed = false;
+	sdp_core_conn_init(&ssk->core, ssk->rx_size, ssk->buf_size);
 	sdp_core_set_timers(&ssk->core, READ_ONCE(sysctl_sdp_ack_delay_ms),
 			    READ_ONCE(sysctl_sdp_zcopy_sink_wait_ms));
 }
@@ -228,12 +265,12 @@ static int sdp_create_resources_charged(struct sock *sk, struct rdma_cm_id *id)
 	ssk->reg_idle_sq = id->device->ops.driver_id == RDMA_DRIVER_RXE;
 	sdp_mr_alloc(sk, dev, ssk->pd);
 
-	err = sdp_ring_alloc(dev, &ssk->rx, rx_count, ssk->buf_size,
+	err = sdp_ring_alloc(dev, &ssk->rx, rx_count, ssk->rx_size,
 			     DMA_FROM_DEVICE);
 	if (!err)
 		err = sdp_rx_ring_init(&ssk->rx);
 	if (!err)
-		err = sdp_ring_alloc(dev, &ssk->tx, tx_count, ssk->buf_size,
+		err = sdp_ring_alloc(dev, &ssk->tx, tx_count, ssk->tx_size,
 				     DMA_TO_DEVICE);
 	if (!err)
 		err = sdp_ring_alloc(dev, &ssk->ctl, SDP_CTL_RING,
@@ -311,7 +348,6 @@ void sdp_claim_rdma(struct sock *sk, struct sdp_res *res)
 	res->rx = ssk->rx;
 	res->tx = ssk->tx;
 	res->ctl = ssk->ctl;
-	res->buf_size = ssk->buf_size;
 	ssk->pd = NULL;
 	ssk->cq = NULL;
 	ssk->qp = NULL;
@@ -362,9 +398,9 @@ void sdp_free_rdma(struct sock *sk, struct rdma_cm_id *id, struct sdp_res *res)
 	sdp_mr_teardown(dev, res);
 	if (dev) {
 		sdp_rx_ring_fini(&res->rx);
-		sdp_ring_free(dev, &res->rx, res->buf_size, DMA_FROM_DEVICE);
-		sdp_ring_free(dev, &res->tx, res->buf_size, DMA_TO_DEVICE);
-		sdp_ring_free(dev, &res->ctl, SDP_CTL_BUF_SIZE, DMA_TO_DEVICE);
+		sdp_ring_free(dev, &res->rx, DMA_FROM_DEVICE);
+		sdp_ring_free(dev, &res->tx, DMA_TO_DEVICE);
+		sdp_ring_free(dev, &res->ctl, DMA_TO_DEVICE);
 	}
 	if (res->pd)
 		ib_dealloc_pd(res->pd);

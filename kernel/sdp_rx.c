@@ -53,6 +53,51 @@ static struct sdp_buf *sdp_rx_unread(struct sdp_ring *rx, u32 n)
 	return rx->unread[n % rx->count];
 }
 
+/* The send buffer size the peer's buffers call for, if ours are smaller. */
+static u32 sdp_tx_grow_want(struct sdp_sock *ssk)
+{
+	u32 want = min(ssk->seg_max + SDP_BSDH_SIZE, ssk->buf_size);
+
+	return !ssk->tx_grow_failed && want > ssk->tx_size ? want : 0;
+}
+
+static void sdp_grow_queue(struct sock *sk)
+{
+	sock_hold(sk);
+	if (!queue_work(sdp_wq, &sdp_sk(sk)->grow_work))
+		sock_put(sk);
+}
+
+/*
+ * Receive buffers that grow.  A connection starts with receive buffers of
+ * net.sdp.buf_size_initial bytes.  The peer's ChRcvBuf asks for larger
+ * ones (it streams, and its send buffers are larger): sdp_rx_grow_work()
+ * allocates a larger buffer for every ring buffer smaller than the size
+ * asked (b->next), and from then on a buffer is swapped for its larger one
+ * before it is posted again.  The receive queue completes in posting
+ * order, so once every buffer posted and not yet consumed has the new
+ * size, every message the peer sends after our answer lands in one of
+ * those or in a later one: the answer (ChRcvBufAck) is due then
+ * (sdp_rx_grow_check()).  Without the memory the answer carries the
+ * current size, a refusal the peer lives with.
+ */
+static void sdp_rx_grow_check(struct sdp_sock *ssk)
+{
+	struct sdp_ring *rx = &ssk->rx;
+	u32 n;
+
+	sock_owned_by_me(&ssk->sk);
+
+	if (!ssk->rx_grow_to || ssk->rx_size < ssk->rx_grow_to)
+		return;
+	for (n = rx->done; n != rx->post; n++) {
+		if (rx->posted[n % rx->count]->size < ssk->rx_grow_to)
+			return;
+	}
+	sdp_core_rx_resized(&ssk->core, ssk->rx_grow_to);
+	ssk->rx_grow_to = 0;
+}
+
 /* Post every free receive buffer. */
 int sdp_post_recvs(struct sock *sk)
 {
@@ -68,8 +113,6 @@ int sdp_post_recvs(struct sock *sk)
 	while (rx->nfree) {
 		struct sdp_buf *b = rx->free[rx->nfree - 1];
 		struct ib_sge sge = {
-			.addr = b->dma,
-			.length = ssk->buf_size,
 			.lkey = ssk->pd->local_dma_lkey,
 		};
 		struct ib_recv_wr wr = {
@@ -79,7 +122,10 @@ int sdp_post_recvs(struct sock *sk)
 		};
 		int err;
 
-		ib_dma_sync_single_for_device(dev, b->dma, ssk->buf_size,
+		sdp_buf_swap(dev, b, DMA_FROM_DEVICE);
+		sge.addr = b->dma;
+		sge.length = b->size;
+		ib_dma_sync_single_for_device(dev, b->dma, b->size,
 					      DMA_FROM_DEVICE);
 		b->off = 0;
 		b->end = 0;
@@ -94,6 +140,7 @@ int sdp_post_recvs(struct sock *sk)
 		rx->post++;
 		sdp_core_rx_posted(&ssk->core, sdp_rx_posted(ssk));
 	}
+	sdp_rx_grow_check(ssk);
 	return 0;
 }
 
@@ -147,17 +194,32 @@ static struct sdp_buf *sdp_rx_coalesce(struct sdp_sock *ssk, struct sdp_buf *b)
 
 	sock_owned_by_me(&ssk->sk);
 
-	if (len > ssk->buf_size / 8 || rx->read == rx->tail)
+	if (len > ssk->rx_size / 8 || rx->read == rx->tail)
 		return b;
 	/* The newest unread data buffer. */
 	prev = sdp_rx_unread(rx, rx->tail - 1);
-	if (prev->off == prev->end || prev->end + len > ssk->buf_size)
+	if (prev->off == prev->end || prev->end + len > prev->size)
 		return b;
 	memcpy((u8 *)prev->data + prev->end, (u8 *)b->data + b->off, len);
 	SDP_ADD(&ssk->sk, SDP_CNT_CPU_COPY_BYTES, len);
 	prev->end += len;
 	b->off = b->end; /* empty: freed and re-posted by the caller */
 	return prev;
+}
+
+/* The peer's ChRcvBuf: grow in a work item, or answer with what we have. */
+static void sdp_rx_grow(struct sock *sk, u32 asked)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sock_owned_by_me(sk);
+
+	ssk->rx_grow_to = min(asked, ssk->buf_size);
+	if (ssk->rx_grow_to <= ssk->rx_size) {
+		ssk->rx_grow_to = ssk->rx_size;
+		return;
+	}
+	sdp_grow_queue(sk);
 }
 
 void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
@@ -208,7 +270,7 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 		goto consumed;
 	}
 
-	ib_dma_sync_single_for_cpu(ssk->pd->device, b->dma, ssk->buf_size,
+	ib_dma_sync_single_for_cpu(ssk->pd->device, b->dma, b->size,
 				   DMA_FROM_DEVICE);
 	/* The sysctls in force for the timers this message may start. */
 	sdp_core_set_timers(&ssk->core, READ_ONCE(sysctl_sdp_ack_delay_ms),
@@ -273,6 +335,12 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 			break;
 		}
 		sdp_zc_rx_event(sk, &msg);
+		break;
+	case SDP_RX_RESIZE:
+		if (msg.mid == SDP_MID_CH_RCV_BUF)
+			sdp_rx_grow(sk, msg.resize_bytes);
+		else
+			sdp_seg_max_changed(sk);
 		break;
 	case SDP_RX_ABORT:
 		SDP_INC(sk, SDP_CNT_ERR_RESET);
@@ -371,6 +439,112 @@ static void sdp_rx_refill(struct sock *sk)
 		return;
 	}
 	sdp_push(sk, 0);
+}
+
+/*
+ * A larger buffer for every buffer of ring r smaller than `size`, charged
+ * like the rings (sdp_create_resources()).  All or nothing: false if the
+ * memory is not there.
+ */
+static bool sdp_ring_grow_alloc(struct sdp_sock *ssk, struct sdp_ring *r,
+				u32 size, enum dma_data_direction dir)
+{
+	struct ib_device *dev = ssk->pd->device;
+	struct mem_cgroup *old_memcg;
+	bool ok = true;
+	u32 i;
+
+	sock_owned_by_me(&ssk->sk);
+
+	old_memcg = set_active_memcg(ssk->sk.sk_memcg);
+	for (i = 0; i < r->count && ok; i++) {
+		struct sdp_buf *b = &r->bufs[i];
+		void *data;
+		u64 dma;
+
+		if (b->size >= size || b->next)
+			continue;
+		data = kmalloc(size, SDP_GFP_CONN);
+		if (!data) {
+			ok = false;
+			break;
+		}
+		dma = ib_dma_map_single(dev, data, size, dir);
+		if (ib_dma_mapping_error(dev, dma)) {
+			kfree(data);
+			ok = false;
+			break;
+		}
+		b->next = data;
+		b->next_dma = dma;
+		b->next_size = size;
+	}
+	set_active_memcg(old_memcg);
+	if (ok)
+		return true;
+	for (i = 0; i < r->count; i++) {
+		struct sdp_buf *b = &r->bufs[i];
+
+		sdp_buf_release(dev, b->next, b->next_dma, b->next_size, dir);
+		b->next = NULL;
+		b->next_dma = 0;
+		b->next_size = 0;
+	}
+	return false;
+}
+
+/*
+ * The core's seg_max changed (the connection was established, or the
+ * peer's buffers grew): send buffers follow in the work item.
+ */
+void sdp_seg_max_changed(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sock_owned_by_me(sk);
+
+	ssk->seg_max = sdp_core_seg_max(&ssk->core);
+	if (sdp_tx_grow_want(ssk))
+		sdp_grow_queue(sk);
+}
+
+/*
+ * Larger ring buffers, outside the data path: receive buffers the peer
+ * asked for (sdp_rx_grow()), send buffers its larger buffers take
+ * (sdp_seg_max_changed()).  Each buffer is swapped for its replacement
+ * when it is free: before it is posted again (receive) or filled again
+ * (send).
+ */
+void sdp_grow_work(struct work_struct *work)
+{
+	struct sdp_sock *ssk = container_of(work, struct sdp_sock, grow_work);
+	struct sock *sk = &ssk->sk;
+	u32 want;
+
+	lock_sock(sk);
+	if (!ssk->res_ready || ssk->qp_error)
+		goto out;
+	if (ssk->rx_grow_to > ssk->rx_size) {
+		if (sdp_ring_grow_alloc(ssk, &ssk->rx, ssk->rx_grow_to,
+					DMA_FROM_DEVICE)) {
+			ssk->rx_size = ssk->rx_grow_to;
+			SDP_INC(sk, SDP_CNT_RX_GROWN);
+		} else {
+			ssk->rx_grow_to = ssk->rx_size;
+			SDP_INC(sk, SDP_CNT_RX_GROW_REFUSED);
+		}
+		sdp_rx_refill(sk);
+	}
+	want = sdp_tx_grow_want(ssk);
+	if (want) {
+		if (sdp_ring_grow_alloc(ssk, &ssk->tx, want, DMA_TO_DEVICE))
+			ssk->tx_size = want;
+		else
+			ssk->tx_grow_failed = true;
+	}
+out:
+	release_sock(sk);
+	sock_put(sk);
 }
 
 /*

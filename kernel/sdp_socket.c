@@ -128,6 +128,7 @@ static void sdp_sk_init_priv(struct sock *sk)
 	INIT_WORK(&ssk->destroy_work, sdp_destroy_work);
 	INIT_WORK(&ssk->put_work, sdp_put_work);
 	INIT_WORK(&ssk->cm_work, sdp_cm_work);
+	INIT_WORK(&ssk->grow_work, sdp_grow_work);
 	mutex_init(&ssk->cm_ev_mutex);
 	spin_lock_init(&ssk->cm_ev_lock);
 	INIT_DELAYED_WORK(&ssk->fin_work, sdp_fin_timeout_work);

@@ -10,6 +10,7 @@
 #include "sdp_wire.h"
 
 int sysctl_sdp_buf_size = 65536;
+int sysctl_sdp_buf_size_initial;
 int sysctl_sdp_ring_min = 8;
 int sysctl_sdp_ring_max = 256;
 int sysctl_sdp_inline_thresh = 256;
@@ -40,7 +41,7 @@ MODULE_PARM_DESC(fallback,
 		 "initial net.sdp.fallback: 1 new sockets fall back to TCP (default), 0 SDP only");
 int sysctl_sdp_fallback_ms = 500;
 
-static int sdp_buf_min = 1024;
+static int sdp_buf_min = SDP_MIN_BUF_SIZE;
 static int sdp_buf_max = 262144;
 static int sdp_ring_lo = 4; /* two credits are kept for control messages */
 static int sdp_ring_hi = 4096;
@@ -68,6 +69,15 @@ static struct ctl_table sdp_sysctl_table[] = {
 		.mode = 0644,
 		.proc_handler = proc_dointvec_minmax,
 		.extra1 = &sdp_buf_min,
+		.extra2 = &sdp_buf_max,
+	},
+	{
+		.procname = "buf_size_initial",
+		.data = &sysctl_sdp_buf_size_initial,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_zero,
 		.extra2 = &sdp_buf_max,
 	},
 	{

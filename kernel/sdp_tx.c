@@ -261,6 +261,7 @@ static void sdp_tx_ring_facts(struct sdp_sock *ssk, unsigned int opts,
 		ring->seg_bytes = b->end - SDP_BSDH_SIZE;
 		ring->segs_queued = tx->tail - tx->post;
 		ring->seg_urgent = b->urgent;
+		ring->seg_full = b->end >= b->size;
 		ring->seg_hdr = b->data;
 	}
 	if (ctl->post - ctl->done < ctl->count) {
@@ -363,6 +364,12 @@ void sdp_tx_complete(struct sock *sk, struct ib_wc *wc)
 
 /* ---- sendmsg -------------------------------------------------------------- */
 
+/* Payload bytes a segment in send buffer b may carry. */
+u32 sdp_tx_seg_cap(const struct sdp_sock *ssk, const struct sdp_buf *b)
+{
+	return min_t(u32, ssk->seg_max, b->size - SDP_BSDH_SIZE);
+}
+
 /* The queued segment new bytes can join, or a fresh one; NULL if none. */
 static struct sdp_buf *sdp_tx_segment(struct sdp_sock *ssk)
 {
@@ -373,12 +380,13 @@ static struct sdp_buf *sdp_tx_segment(struct sdp_sock *ssk)
 
 	if (tx->tail != tx->post) {
 		b = sdp_ring_buf(tx, tx->tail - 1);
-		if (!b->urgent && b->end - SDP_BSDH_SIZE < ssk->seg_max)
+		if (!b->urgent && b->end - SDP_BSDH_SIZE < sdp_tx_seg_cap(ssk, b))
 			return b;
 	}
 	if (tx->tail - tx->done >= tx->count)
 		return NULL;
 	b = sdp_ring_buf(tx, tx->tail);
+	sdp_buf_swap(ssk->pd->device, b, DMA_TO_DEVICE);
 	b->end = SDP_BSDH_SIZE;
 	b->urgent = 0;
 	tx->tail++;
@@ -449,7 +457,8 @@ int sdp_tx_copy_sg(struct sock *sk, struct scatterlist *sgl,
 			remove_wait_queue(wq, &wait);
 			continue;
 		}
-		n = min_t(size_t, len, ssk->seg_max - (b->end - SDP_BSDH_SIZE));
+		n = min_t(size_t, len,
+			  sdp_tx_seg_cap(ssk, b) - (b->end - SDP_BSDH_SIZE));
 		if (sg_pcopy_to_buffer(sgl, nents, (u8 *)b->data + b->end, n,
 				       skip) != n) {
 			if (b->end == SDP_BSDH_SIZE)
@@ -462,7 +471,7 @@ int sdp_tx_copy_sg(struct sock *sk, struct scatterlist *sgl,
 		SDP_ADD(sk, SDP_CNT_CPU_COPY_BYTES, n);
 		ssk->stats.tx_bcopy_bytes += n;
 		ssk->stats.tx_bytes += n;
-		if (b->end - SDP_BSDH_SIZE >= ssk->seg_max)
+		if (b->end - SDP_BSDH_SIZE >= sdp_tx_seg_cap(ssk, b))
 			sdp_push(sk, 0);
 	}
 	sdp_push(sk, 0);
@@ -613,7 +622,7 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			continue;
 		}
 		n = min_t(size_t, msg_data_left(msg),
-			  ssk->seg_max - (b->end - SDP_BSDH_SIZE));
+			  sdp_tx_seg_cap(ssk, b) - (b->end - SDP_BSDH_SIZE));
 		if (copy_from_iter((u8 *)b->data + b->end, n, &msg->msg_iter) != n) {
 			/* A fresh segment left empty goes back to the ring. */
 			if (b->end == SDP_BSDH_SIZE)
@@ -631,7 +640,7 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 		WRITE_ONCE(ssk->snd_queued, ssk->snd_queued + n);
 		if ((flags & MSG_OOB) && !msg_data_left(msg))
 			b->urgent = 1;
-		if (b->end - SDP_BSDH_SIZE >= ssk->seg_max)
+		if (b->end - SDP_BSDH_SIZE >= sdp_tx_seg_cap(ssk, b))
 			sdp_push(sk, 0);
 	}
 	sdp_push(sk, (flags & MSG_MORE) ? SDP_TXO_CORK : 0);

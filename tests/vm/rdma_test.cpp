@@ -315,6 +315,184 @@ TEST(Coalescing, CorkHoldsUntilUncork)
     EXPECT_LE(counter_delta(before, "tx_data"), 3u);
 }
 
+// ---- receive buffers that grow ---------------------------------------------------
+
+int max_seg(int fd)
+{
+    int v = 0;
+    socklen_t len = sizeof(v);
+    EXPECT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &v, &len), 0) << strerror(errno);
+    return v;
+}
+
+// `n` pattern bytes from `from` to `to`, checked byte by byte as they
+// arrive; bcopy only (zero copy would not use the rings).
+void stream_checked(int from, int to, size_t n)
+{
+    const int off = 0;
+    ASSERT_EQ(setsockopt(from, SOL_SDP, SDP_ZCOPY_THRESH, &off, sizeof(off)), 0);
+    ASSERT_EQ(setsockopt(to, SOL_SDP, SDP_ZCOPY_THRESH, &off, sizeof(off)), 0);
+    size_t bad = n;
+    std::thread reader([&] {
+        std::vector<unsigned char> buf(100000);
+        size_t got = 0;
+        while (got < n) {
+            const ssize_t r = recv(to, buf.data(), std::min(buf.size(), n - got), 0);
+            if (r <= 0)
+                return;
+            for (ssize_t i = 0; i < r; i++) {
+                if (buf[i] != static_cast<unsigned char>((got + i) * 7 + 3))
+                    return;
+            }
+            got += static_cast<size_t>(r);
+        }
+        bad = 0;
+    });
+    std::vector<unsigned char> out(300000);
+    size_t sent = 0;
+    while (sent < n) {
+        const size_t len = std::min(out.size(), n - sent);
+        for (size_t i = 0; i < len; i++)
+            out[i] = static_cast<unsigned char>((sent + i) * 7 + 3);
+        const ssize_t r = send(from, out.data(), len, 0);
+        ASSERT_GT(r, 0) << strerror(errno);
+        sent += static_cast<size_t>(r); // a short write: the rest goes next
+    }
+    reader.join();
+    EXPECT_EQ(bad, 0u) << "the stream arrived incomplete or corrupted";
+}
+
+// A net.sdp sysctl set for one test, its value restored after.
+class SysctlFor {
+  public:
+    SysctlFor(const std::string& name, const std::string& value)
+        : path_("/proc/sys/net/sdp/" + name), saved_(read_file(path_).value_or(""))
+    {
+        EXPECT_TRUE(write_file(path_, value)) << path_;
+    }
+    ~SysctlFor()
+    {
+        if (!saved_.empty())
+            write_file(path_, saved_);
+    }
+    SysctlFor(const SysctlFor&) = delete;
+    SysctlFor& operator=(const SysctlFor&) = delete;
+
+  private:
+    std::string path_;
+    std::string saved_;
+};
+
+// With net.sdp.buf_size_initial set, a connection starts with receive and
+// send buffers of that size; a stream makes the writer ask for larger ones
+// (ChRcvBuf), the reader grows its receive buffers and answers
+// (ChRcvBufAck), and the writer's segments and send buffers grow to
+// net.sdp.buf_size.  Once per direction, whatever else the stream does.
+TEST(BufferGrowth, AStreamGrowsTheBuffersOncePerDirection)
+{
+    const SysctlFor small("buf_size_initial", "4096");
+    const long initial = sdp_sysctl("buf_size_initial");
+    const long full = sdp_sysctl("buf_size");
+    ASSERT_EQ(initial, 4096);
+    ASSERT_GT(full, initial);
+    Pair p = connected_pair(kAddrA, 7110);
+    ASSERT_GE(p.server.get(), 0);
+    EXPECT_EQ(max_seg(p.client.get()), initial - 16);
+    EXPECT_EQ(max_seg(p.server.get()), initial - 16);
+    const auto before = counters();
+    stream_checked(p.client.get(), p.server.get(), 8u << 20);
+    EXPECT_EQ(counter_delta(before, "tx_ch_rcv_buf"), 1u);
+    EXPECT_EQ(counter_delta(before, "rx_ch_rcv_buf"), 1u);
+    EXPECT_EQ(counter_delta(before, "tx_ch_rcv_buf_ack"), 1u);
+    EXPECT_EQ(counter_delta(before, "rx_ch_rcv_buf_ack"), 1u);
+    EXPECT_EQ(counter_delta(before, "rx_buffers_grown"), 1u);
+    EXPECT_EQ(counter_delta(before, "rx_buffers_grow_refused"), 0u);
+    EXPECT_EQ(max_seg(p.client.get()), full - 16) << "the writer's segments grew";
+    EXPECT_EQ(max_seg(p.server.get()), initial - 16) << "the other direction did not";
+    // Segments of the full size went: far fewer messages than 4 KiB ones.
+    const auto data = counter_delta(before, "tx_data");
+    EXPECT_LT(data, (8u << 20) / static_cast<unsigned long>(initial - 16) / 2)
+        << data << " Data messages for 8 MiB";
+    // The other way, and again: one more request, from the other end.
+    stream_checked(p.server.get(), p.client.get(), 4u << 20);
+    stream_checked(p.client.get(), p.server.get(), 1u << 20);
+    EXPECT_EQ(counter_delta(before, "tx_ch_rcv_buf"), 2u);
+    EXPECT_EQ(counter_delta(before, "rx_buffers_grown"), 2u);
+    EXPECT_EQ(max_seg(p.server.get()), full - 16);
+}
+
+// A receiver that reads nothing while the writer streams: the request
+// waits behind unread data, is answered once the reader drains it, and
+// no byte is lost or reordered on the way.
+TEST(BufferGrowth, GrowsWhileTheReaderLagsBehind)
+{
+    const SysctlFor small("buf_size_initial", "4096");
+    const auto before = counters();
+    Pair p = connected_pair(kAddrA, 7111);
+    ASSERT_GE(p.server.get(), 0);
+    const int off = 0;
+    ASSERT_EQ(setsockopt(p.client.get(), SOL_SDP, SDP_ZCOPY_THRESH, &off, sizeof(off)), 0);
+    const int fl = fcntl(p.client.get(), F_GETFL);
+    ASSERT_EQ(fcntl(p.client.get(), F_SETFL, fl | O_NONBLOCK), 0);
+    std::vector<unsigned char> out(1u << 20);
+    for (size_t i = 0; i < out.size(); i++)
+        out[i] = static_cast<unsigned char>(i * 13 + 1);
+    size_t sent = 0;
+    // Until the rings are full: nothing is read yet.
+    for (;;) {
+        const ssize_t r =
+            send(p.client.get(), out.data() + sent % out.size(), out.size() - sent % out.size(), 0);
+        if (r < 0) {
+            ASSERT_EQ(errno, EAGAIN) << strerror(errno);
+            break;
+        }
+        sent += static_cast<size_t>(r);
+    }
+    ASSERT_EQ(fcntl(p.client.get(), F_SETFL, fl), 0);
+    std::thread writer([&] {
+        size_t more = 0;
+        while (more < (4u << 20)) {
+            const ssize_t r = send(p.client.get(), out.data() + (sent + more) % out.size(),
+                                   out.size() - (sent + more) % out.size(), 0);
+            if (r <= 0)
+                return;
+            more += static_cast<size_t>(r);
+        }
+        sent += more;
+        shutdown(p.client.get(), SHUT_WR);
+    });
+    std::vector<unsigned char> buf(70000);
+    size_t got = 0;
+    bool ok = true;
+    for (;;) {
+        const ssize_t r = recv(p.server.get(), buf.data(), buf.size(), 0);
+        ASSERT_GE(r, 0) << strerror(errno);
+        if (r == 0)
+            break;
+        for (ssize_t i = 0; i < r && ok; i++)
+            ok = buf[i] == static_cast<unsigned char>(((got + i) % out.size()) * 13 + 1);
+        got += static_cast<size_t>(r);
+    }
+    writer.join();
+    EXPECT_TRUE(ok) << "a byte arrived wrong";
+    EXPECT_EQ(got, sent);
+    EXPECT_EQ(counter_delta(before, "rx_buffers_grown"), 1u);
+}
+
+// net.sdp.buf_size_initial 0 (the default): buffers of net.sdp.buf_size
+// from the start, nothing to ask for.
+TEST(BufferGrowth, InitialZeroStartsAtTheFullSize)
+{
+    const SysctlFor full_size("buf_size_initial", "0");
+    Pair p = connected_pair(kAddrA, 7112);
+    ASSERT_GE(p.server.get(), 0);
+    const long full = sdp_sysctl("buf_size");
+    EXPECT_EQ(max_seg(p.client.get()), full - 16);
+    const auto before = counters();
+    stream_checked(p.client.get(), p.server.get(), 2u << 20);
+    EXPECT_EQ(counter_delta(before, "tx_ch_rcv_buf"), 0u);
+}
+
 // Module unload is refused while SDP sockets exist and works once they are
 // gone (connections torn down, nothing leaked).
 TEST(Lifecycle, UnloadRefusedWithConnectionsAndWorksAfter)
