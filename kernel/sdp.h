@@ -426,6 +426,7 @@ struct sdp_sock {
 	struct sdp_zc_orphan zc_orphan[SDP_ZC_MAPS]; /* for teardown, see the type */
 	u32 zc_max_pages;
 	u32 zc_nmaps;	    /* registrations of this connection: 2 or more */
+	bool zc_mr_tried;   /* sdp_mr_ready() allocated them (or could not) */
 	int zcopy_thresh;   /* -1: net.sdp.zcopy_thresh; WRITE_ONCE */
 	u32 rsa_avail;	    /* sdp_core_rsa_left(), for lockless readers */
 	struct sdp_sock_stats stats;
@@ -862,7 +863,7 @@ void sdp_ack_work(struct work_struct *work);
 
 /* sdp_mr.c */
 u64 sdp_mr_iova(u64 dma_iova, u64 random);
-int sdp_mr_alloc(struct sock *sk, struct ib_device *dev, struct ib_pd *pd);
+bool sdp_mr_ready(struct sock *sk);
 void sdp_mr_free_maps(struct sock *sk);
 void sdp_mr_claim(struct sock *sk, struct sdp_res *res);
 void sdp_mr_teardown(struct ib_device *dev, struct sdp_res *res);

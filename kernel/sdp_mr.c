@@ -17,9 +17,11 @@
  * rx), and net.sdp.zcopy_async_offers - 1 more for asynchronous sends in
  * flight together, whose page and scatterlist arrays are allocated once
  * and kept across connections (freed if a connection wants fewer), and
- * one MR each per connection (sdp_mr_alloc at setup,
- * sdp_mr_claim and sdp_mr_teardown at teardown); the data path allocates
- * nothing.  Locking: socket lock for the maps (sock_owned_by_me), res_lock
+ * one MR each per connection, allocated by the connection's first transfer
+ * large enough for zero copy (sdp_mr_ready(): most connections never make
+ * one, and an MR for 2 MiB chunks costs about 28 KiB of kernel memory
+ * with its arrays), freed by sdp_mr_claim and sdp_mr_teardown at
+ * teardown; the data path allocates nothing else.  Locking: socket lock for the maps (sock_owned_by_me), res_lock
  * for teardown's unmapping (see sdp_mr_release()).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -54,7 +56,8 @@ static void sdp_mr_free_map(struct sdp_zc_map *map)
  * A device without fast registration, or no memory, leaves zero copy off
  * for the connection: that is not an error.
  */
-int sdp_mr_alloc(struct sock *sk, struct ib_device *dev, struct ib_pd *pd)
+static int sdp_mr_alloc(struct sock *sk, struct ib_device *dev,
+			struct ib_pd *pd)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	u32 pages = DIV_ROUND_UP((u32)sysctl_sdp_zcopy_chunk, PAGE_SIZE) + 1;
@@ -107,6 +110,29 @@ off:
 	}
 	sdp_mr_free_maps(sk);
 	return 0;
+}
+
+/*
+ * Whether the connection can make zero-copy transfers: its registrations
+ * are allocated the first time this is asked (socket lock, process
+ * context).  A failure leaves zero copy off for the connection, as on a
+ * device without fast registration.
+ */
+bool sdp_mr_ready(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sock_owned_by_me(sk);
+
+	if (!ssk->zc_mr_tried && ssk->res_ready && ssk->pd) {
+		/* Charged to the socket's memory cgroup, as its rings are. */
+		struct mem_cgroup *old_memcg = set_active_memcg(sk->sk_memcg);
+
+		ssk->zc_mr_tried = true;
+		sdp_mr_alloc(sk, ssk->pd->device, ssk->pd);
+		set_active_memcg(old_memcg);
+	}
+	return ssk->zc_max_pages != 0;
 }
 
 void sdp_mr_free_maps(struct sock *sk)

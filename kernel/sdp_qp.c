@@ -263,7 +263,11 @@ static int sdp_create_resources_charged(struct sock *sk, struct rdma_cm_id *id)
 	ssk->max_inline = qpa.cap.max_inline_data;
 	/* See sdp_zc_wait_sq_idle(). */
 	ssk->reg_idle_sq = id->device->ops.driver_id == RDMA_DRIVER_RXE;
-	sdp_mr_alloc(sk, dev, ssk->pd);
+	/* Zero-copy registrations: on first use (sdp_mr_ready()). */
+	ssk->zc_mr_tried = false;
+	ssk->zc_max_pages = 0;
+	ssk->zc_nmaps = 0;
+	ssk->zc_async_max = 0;
 
 	err = sdp_ring_alloc(dev, &ssk->rx, rx_count, ssk->rx_size,
 			     DMA_FROM_DEVICE);

@@ -550,8 +550,8 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			err = -EPIPE;
 			goto do_error;
 		}
-		if (zcopy && !bcopy_budget && ssk->zc_max_pages &&
-		    msg_data_left(msg) >= thresh) {
+		if (zcopy && !bcopy_budget && msg_data_left(msg) >= thresh &&
+		    sdp_mr_ready(sk)) {
 			async.notify = notify;
 			async.ubuf = msg->msg_ubuf;
 			async.bcopied = bcopied;

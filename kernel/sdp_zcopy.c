@@ -753,7 +753,7 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 		if (*err)
 			return SDP_ZC_NEXT_ERROR;
 	}
-	if (!ssk->zc_max_pages)
+	if (!sdp_mr_ready(sk))
 		return SDP_ZC_NEXT_BCOPY_REST;
 	/*
 	 * No credit for the SrcAvail (or the RdmaWrCompl): the receiver is
@@ -1004,8 +1004,9 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 	 * offer of a stream read by non-blocking calls (io_uring, event
 	 * loops) by bcopy: the SendSM and the RdmaRdCompl keep the queue busy.
 	 */
-	if (ssk->zc_max_pages && ssk->reg_idle_sq && !sdp_sq_idle(ssk) &&
-	    !(flags & (MSG_PEEK | MSG_TRUNC)) && sdp_core_rsa_left(&ssk->core)) {
+	if (ssk->reg_idle_sq && !(flags & (MSG_PEEK | MSG_TRUNC)) &&
+	    sdp_core_rsa_left(&ssk->core) && sdp_mr_ready(sk) &&
+	    !sdp_sq_idle(ssk)) {
 		WRITE_ONCE(ssk->zc_rx_sq_wanted, true);
 		SDP_INC(sk, SDP_CNT_ZC_SQ_BUSY_AGAIN);
 		return 0;
@@ -1028,7 +1029,7 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 	default:
 		return 0;
 	}
-	if (!ssk->zc_max_pages)
+	if (!sdp_mr_ready(sk))
 		goto abandon;
 	want = min3((size_t)offer.len, len - *copied,
 		    (size_t)READ_ONCE(sysctl_sdp_zcopy_chunk));
@@ -1156,9 +1157,9 @@ int sdp_zc_recv_advertise(struct sock *sk, struct msghdr *msg, size_t len,
 	if (!user_backed_iter(&msg->msg_iter))
 		return 0;
 again:
-	if (sdp_zc_dead(sk) || !ssk->zc_max_pages || ssk->rx_busy || !*timeo ||
+	if (sdp_zc_dead(sk) || ssk->rx_busy || !*timeo ||
 	    !sdp_zc_can_offer(ssk) || ssk->rcv_nxt != ssk->copied_seq ||
-	    ssk->urg_state == SDP_URG_VALID)
+	    ssk->urg_state == SDP_URG_VALID || !sdp_mr_ready(sk))
 		return 0;
 	if (sdp_core_rsa_left(&ssk->core) ||
 	    sdp_core_adv_end(&ssk->core, NULL) != SDP_ADV_NONE ||
