@@ -443,15 +443,8 @@ int Connection::tx_next(const sdp_core_tx_ring& ring, sdp_core_tx_action* act)
     // credit, which control_due() keeps for a credit update.
     const int resize = resize_due();
     if (resize != 0 && ring.ctl_hdr != nullptr && credits_.tx_credits() >= 2 &&
-        ring.ctl_size >= wire::header_size(static_cast<wire::Mid>(resize))) {
-        const int n = tx_build(ring.ctl_hdr, static_cast<u32>(resize), 0, 0);
-        if (n < 0)
-            return n;
-        act->kind = SDP_TXN_CONTROL;
-        act->mid = static_cast<u32>(resize);
-        act->hdr_len = static_cast<u32>(n);
-        return 0;
-    }
+        ring.ctl_size >= wire::header_size(static_cast<wire::Mid>(resize)))
+        return tx_control(ring, resize, act);
     if (ring.segs_queued != 0) {
         // Full: it cannot take more bytes, or bytes queue behind it, or it
         // ends with urgent data (which must go at once).
@@ -486,6 +479,12 @@ int Connection::tx_next(const sdp_core_tx_ring& ring, sdp_core_tx_action* act)
         return 0;
     if (ring.ctl_size < wire::header_size(static_cast<wire::Mid>(mid)))
         return -SDP_CORE_ENOROOM;
+    return tx_control(ring, mid, act);
+}
+
+// Build control message `mid` into the control ring's next buffer.
+int Connection::tx_control(const sdp_core_tx_ring& ring, int mid, sdp_core_tx_action* act)
+{
     const int n = tx_build(ring.ctl_hdr, static_cast<u32>(mid), 0, 0);
     if (n < 0)
         return n;

@@ -144,6 +144,7 @@ class Connection {
     void data_sent(u32 mseq);
     void data_received();
     int resize_due() const;
+    int tx_control(const sdp_core_tx_ring& ring, int mid, sdp_core_tx_action* act);
     int resize_rx(const wire::Message& msg, sdp_core_rx* out);
 
     // Our Hello/HelloAck as a BSDH, so the ledger can start from it.
