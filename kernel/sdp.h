@@ -160,7 +160,7 @@ struct sdp_buf {
  * A FIFO ring: entries [done, post) are posted to the HCA and complete in
  * order; rx entries [read, done) hold received messages not yet consumed by
  * the reader; tx entries [post, tail) are filled and wait to be posted.
- * Counters run free; index = counter % count.
+ * Counters run free; index = counter % count (receive ring: % cap).
  *
  * Locking: the socket lock of the owning socket, for everything.  poll()
  * and /proc/net/sdp read the counters without it (READ_ONCE).  Teardown
@@ -178,6 +178,10 @@ struct sdp_buf {
 struct sdp_ring {
 	struct sdp_buf *bufs;
 	u32 count;
+	/* Entries of bufs, and of the receive ring's FIFOs and free list:
+	 * the receive ring adds buffers up to it (sdp_rx_add_work()).
+	 */
+	u32 cap;
 	u32 read;
 	u32 done;
 	u32 post;
@@ -352,6 +356,10 @@ struct sdp_sock {
 	 */
 	u32 rx_size;
 	u32 rx_grow_to;
+	/* Unread bytes up to which the receive ring adds buffers when the
+	 * reader lags (sdp_rx_more_check()).  Set with the resources.
+	 */
+	u64 rx_unread_max;
 	/* Send buffers that grow: the size of those allocated last; grown
 	 * (sdp_grow_work()) when the peer's buffers take larger segments.
 	 * Socket lock.
@@ -723,6 +731,7 @@ enum sdp_counter {
 	SDP_CNT_ZC_SQ_BUSY_AGAIN,
 	SDP_CNT_RX_GROWN,	  /* receive buffers grown at the peer's request */
 	SDP_CNT_RX_GROW_REFUSED, /* ... not: no memory */
+	SDP_CNT_RX_BUFS_ADDED,	  /* receive buffers added for a lagging reader */
 	SDP_CNT_MAX
 };
 
@@ -832,6 +841,8 @@ void sdp_put_work(struct work_struct *work);
 
 /* sdp_rx.c */
 int sdp_post_recvs(struct sock *sk);
+int sdp_buf_alloc(struct ib_device *dev, struct sdp_buf *b, u32 size,
+		  enum dma_data_direction dir);
 void sdp_buf_release(struct ib_device *dev, void *data, u64 dma, u32 size,
 		     enum dma_data_direction dir);
 void sdp_buf_swap(struct ib_device *dev, struct sdp_buf *b,

@@ -261,6 +261,7 @@ static const char *const sdp_counter_names[SDP_CNT_MAX] = {
 	[SDP_CNT_ZC_SQ_BUSY_AGAIN] = "zcopy_sq_busy_again",
 	[SDP_CNT_RX_GROWN] = "rx_buffers_grown",
 	[SDP_CNT_RX_GROW_REFUSED] = "rx_buffers_grow_refused",
+	[SDP_CNT_RX_BUFS_ADDED] = "rx_buffers_added",
 };
 
 /* Message names as sdpstat knows them (tx_<name>, rx_<name>). */

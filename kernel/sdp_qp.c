@@ -74,7 +74,7 @@ static void sdp_ring_free(struct ib_device *dev, struct sdp_ring *r,
 
 	if (!r->bufs)
 		return;
-	for (i = 0; i < r->count; i++) {
+	for (i = 0; i < r->cap; i++) {
 		struct sdp_buf *b = &r->bufs[i];
 
 		sdp_buf_release(dev, b->next, b->next_dma, b->next_size, dir);
@@ -84,28 +84,39 @@ static void sdp_ring_free(struct ib_device *dev, struct sdp_ring *r,
 	memset(r, 0, sizeof(*r));
 }
 
+/* Map a new ring buffer of `size` bytes into b (empty before). */
+int sdp_buf_alloc(struct ib_device *dev, struct sdp_buf *b, u32 size,
+		  enum dma_data_direction dir)
+{
+	b->data = kmalloc(size, SDP_GFP_CONN);
+	if (!b->data)
+		return -ENOMEM;
+	b->size = size;
+	b->dma = ib_dma_map_single(dev, b->data, size, dir);
+	if (ib_dma_mapping_error(dev, b->dma)) {
+		b->dma = 0;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* count buffers of `size` bytes, with room for cap (>= count) of them. */
 static int sdp_ring_alloc(struct ib_device *dev, struct sdp_ring *r, u32 count,
-			  u32 size, enum dma_data_direction dir)
+			  u32 cap, u32 size, enum dma_data_direction dir)
 {
 	u32 i;
+	int err;
 
 	memset(r, 0, sizeof(*r));
-	r->bufs = kcalloc(count, sizeof(*r->bufs), SDP_GFP_CONN);
+	r->bufs = kcalloc(cap, sizeof(*r->bufs), SDP_GFP_CONN);
 	if (!r->bufs)
 		return -ENOMEM;
+	r->cap = cap;
 	r->count = count;
 	for (i = 0; i < count; i++) {
-		struct sdp_buf *b = &r->bufs[i];
-
-		b->data = kmalloc(size, SDP_GFP_CONN);
-		if (!b->data)
-			return -ENOMEM;
-		b->size = size;
-		b->dma = ib_dma_map_single(dev, b->data, size, dir);
-		if (ib_dma_mapping_error(dev, b->dma)) {
-			b->dma = 0;
-			return -ENOMEM;
-		}
+		err = sdp_buf_alloc(dev, &r->bufs[i], size, dir);
+		if (err)
+			return err;
 	}
 	return 0;
 }
@@ -217,11 +228,19 @@ static int sdp_create_resources_charged(struct sock *sk, struct rdma_cm_id *id)
 	struct ib_device *dev = id->device;
 	struct ib_qp_init_attr qpa = {};
 	struct ib_cq_init_attr cqa = {};
-	u32 rx_count, tx_count;
+	u32 rx_count, rx_cap, tx_count;
 	int err;
 
 	rx_count = sdp_ring_count(sk->sk_rcvbuf, ssk->buf_size);
 	tx_count = sdp_ring_count(sk->sk_sndbuf, ssk->buf_size);
+	/*
+	 * Small receive buffers hold less: while the reader lags, the ring
+	 * adds buffers (sdp_rx_add_work()) until as many unread bytes wait
+	 * as full-size buffers would hold.  The receive queue and the CQ
+	 * have room for that many small ones from the start.
+	 */
+	rx_cap = max(rx_count, sdp_ring_count(sk->sk_rcvbuf, ssk->rx_size));
+	ssk->rx_unread_max = (u64)rx_count * ssk->buf_size;
 
 	ssk->pd = ib_alloc_pd(dev, 0);
 	if (IS_ERR(ssk->pd)) {
@@ -229,7 +248,7 @@ static int sdp_create_resources_charged(struct sock *sk, struct rdma_cm_id *id)
 		ssk->pd = NULL;
 		goto fail;
 	}
-	cqa.cqe = rx_count + tx_count + SDP_CTL_RING + SDP_ZC_WRS + 3;
+	cqa.cqe = rx_cap + tx_count + SDP_CTL_RING + SDP_ZC_WRS + 3;
 	cqa.comp_vector = 0;
 	ssk->cq = ib_create_cq(dev, sdp_cq_comp_handler, sdp_cq_event_handler,
 			       sk, &cqa);
@@ -245,7 +264,7 @@ static int sdp_create_resources_charged(struct sock *sk, struct rdma_cm_id *id)
 	qpa.recv_cq = ssk->cq;
 	/* + 1: the keepalive probe */
 	qpa.cap.max_send_wr = tx_count + SDP_CTL_RING + SDP_ZC_WRS + 1;
-	qpa.cap.max_recv_wr = rx_count + 1; /* + the drain marker */
+	qpa.cap.max_recv_wr = rx_cap + 1; /* + the drain marker */
 	qpa.cap.max_send_sge = 1;
 	qpa.cap.max_recv_sge = 1;
 	qpa.cap.max_inline_data = sysctl_sdp_inline_thresh;
@@ -269,15 +288,15 @@ static int sdp_create_resources_charged(struct sock *sk, struct rdma_cm_id *id)
 	ssk->zc_nmaps = 0;
 	ssk->zc_async_max = 0;
 
-	err = sdp_ring_alloc(dev, &ssk->rx, rx_count, ssk->rx_size,
+	err = sdp_ring_alloc(dev, &ssk->rx, rx_count, rx_cap, ssk->rx_size,
 			     DMA_FROM_DEVICE);
 	if (!err)
 		err = sdp_rx_ring_init(&ssk->rx);
 	if (!err)
-		err = sdp_ring_alloc(dev, &ssk->tx, tx_count, ssk->tx_size,
-				     DMA_TO_DEVICE);
+		err = sdp_ring_alloc(dev, &ssk->tx, tx_count, tx_count,
+				     ssk->tx_size, DMA_TO_DEVICE);
 	if (!err)
-		err = sdp_ring_alloc(dev, &ssk->ctl, SDP_CTL_RING,
+		err = sdp_ring_alloc(dev, &ssk->ctl, SDP_CTL_RING, SDP_CTL_RING,
 				     SDP_CTL_BUF_SIZE, DMA_TO_DEVICE);
 	if (err)
 		goto fail;

@@ -26,9 +26,9 @@ int sdp_rx_ring_init(struct sdp_ring *rx)
 {
 	u32 i;
 
-	rx->posted = kcalloc(rx->count, sizeof(*rx->posted), SDP_GFP_CONN);
-	rx->unread = kcalloc(rx->count, sizeof(*rx->unread), SDP_GFP_CONN);
-	rx->free = kcalloc(rx->count, sizeof(*rx->free), SDP_GFP_CONN);
+	rx->posted = kcalloc(rx->cap, sizeof(*rx->posted), SDP_GFP_CONN);
+	rx->unread = kcalloc(rx->cap, sizeof(*rx->unread), SDP_GFP_CONN);
+	rx->free = kcalloc(rx->cap, sizeof(*rx->free), SDP_GFP_CONN);
 	if (!rx->posted || !rx->unread || !rx->free)
 		return -ENOMEM;
 	for (i = 0; i < rx->count; i++)
@@ -50,7 +50,7 @@ void sdp_rx_ring_fini(struct sdp_ring *rx)
 
 static struct sdp_buf *sdp_rx_unread(struct sdp_ring *rx, u32 n)
 {
-	return rx->unread[n % rx->count];
+	return rx->unread[n % rx->cap];
 }
 
 /* The send buffer size the peer's buffers call for, if ours are smaller. */
@@ -91,11 +91,76 @@ static void sdp_rx_grow_check(struct sdp_sock *ssk)
 	if (!ssk->rx_grow_to || ssk->rx_size < ssk->rx_grow_to)
 		return;
 	for (n = rx->done; n != rx->post; n++) {
-		if (rx->posted[n % rx->count]->size < ssk->rx_grow_to)
+		if (rx->posted[n % rx->cap]->size < ssk->rx_grow_to)
 			return;
 	}
 	sdp_core_rx_resized(&ssk->core, ssk->rx_grow_to);
 	ssk->rx_grow_to = 0;
+}
+
+/*
+ * More receive buffers for a reader that lags.  Unread data holds its
+ * buffers until recvmsg() copies it out, so a ring of small buffers takes
+ * in less than one of full-size buffers: a writer that sends a few hundred
+ * kilobytes before its peer reads (TCP takes that) would stall.  When
+ * unread data has taken all but a quarter of the ring, sdp_rx_add_work()
+ * adds buffers (of the current size), up to rx_unread_max unread bytes,
+ * the ring's cap, and twice rx_unread_max of buffer memory.  They stay
+ * until the connection ends: memory follows the largest backlog.
+ */
+static bool sdp_rx_more_wanted(struct sdp_sock *ssk)
+{
+	struct sdp_ring *rx = &ssk->rx;
+
+	sock_owned_by_me(&ssk->sk);
+
+	return rx->count < rx->cap && !rx->nfree &&
+	       sdp_rx_posted(ssk) <= rx->count / 4 &&
+	       ssk->rcv_nxt - ssk->copied_seq < ssk->rx_unread_max;
+}
+
+static void sdp_rx_more_check(struct sock *sk)
+{
+	if (sdp_rx_more_wanted(sdp_sk(sk)))
+		sdp_grow_queue(sk);
+}
+
+/* Add receive buffers (from sdp_grow_work()); false: no memory for one. */
+static bool sdp_rx_add(struct sdp_sock *ssk)
+{
+	struct sdp_ring *rx = &ssk->rx;
+	struct ib_device *dev = ssk->pd->device;
+	struct mem_cgroup *old_memcg;
+	u64 bytes = 0;
+	u32 i, add;
+	bool ok = true;
+
+	sock_owned_by_me(&ssk->sk);
+
+	for (i = 0; i < rx->count; i++)
+		bytes += max(rx->bufs[i].size, rx->bufs[i].next_size);
+	/* Half the ring again: a few steps to the cap. */
+	add = min(rx->cap - rx->count, max(rx->count / 2, 1U));
+	old_memcg = set_active_memcg(ssk->sk.sk_memcg);
+	for (i = 0; i < add; i++) {
+		struct sdp_buf *b = &rx->bufs[rx->count];
+
+		if (bytes + ssk->rx_size > 2 * ssk->rx_unread_max)
+			break;
+		if (sdp_buf_alloc(dev, b, ssk->rx_size, DMA_FROM_DEVICE)) {
+			sdp_buf_release(dev, b->data, b->dma, b->size,
+					DMA_FROM_DEVICE);
+			memset(b, 0, sizeof(*b));
+			ok = false;
+			break;
+		}
+		bytes += b->size;
+		rx->free[rx->nfree++] = b;
+		rx->count++;
+		SDP_INC(&ssk->sk, SDP_CNT_RX_BUFS_ADDED);
+	}
+	set_active_memcg(old_memcg);
+	return ok;
 }
 
 /* Post every free receive buffer. */
@@ -136,7 +201,7 @@ int sdp_post_recvs(struct sock *sk)
 			return err;
 		}
 		rx->nfree--;
-		rx->posted[rx->post % rx->count] = b;
+		rx->posted[rx->post % rx->cap] = b;
 		rx->post++;
 		sdp_core_rx_posted(&ssk->core, sdp_rx_posted(ssk));
 	}
@@ -219,6 +284,14 @@ static void sdp_rx_grow(struct sock *sk, u32 asked)
 		ssk->rx_grow_to = ssk->rx_size;
 		return;
 	}
+	/* Buffers added for a backlog of small messages would all grow:
+	 * keep the ring within the memory sdp_rx_add() allows.
+	 */
+	if ((u64)ssk->rx.count * ssk->rx_grow_to > 2 * ssk->rx_unread_max) {
+		ssk->rx_grow_to = ssk->rx_size;
+		SDP_INC(sk, SDP_CNT_RX_GROW_REFUSED);
+		return;
+	}
 	sdp_grow_queue(sk);
 }
 
@@ -237,7 +310,7 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 		sdp_qp_failed(sk);
 		return;
 	}
-	b = rx->posted[rx->done % rx->count];
+	b = rx->posted[rx->done % rx->cap];
 	rx->done++;
 	sdp_core_rx_posted(&ssk->core, sdp_rx_posted(ssk));
 	b->off = 0;
@@ -357,8 +430,9 @@ consumed:
 		/* Nothing for the reader: the buffer is free again now. */
 		rx->free[rx->nfree++] = b;
 	} else {
-		rx->unread[rx->tail % rx->count] = b;
+		rx->unread[rx->tail % rx->cap] = b;
 		rx->tail++;
+		sdp_rx_more_check(sk);
 	}
 }
 
@@ -533,6 +607,12 @@ void sdp_grow_work(struct work_struct *work)
 			ssk->rx_grow_to = ssk->rx_size;
 			SDP_INC(sk, SDP_CNT_RX_GROW_REFUSED);
 		}
+		sdp_rx_refill(sk);
+	}
+	/* The reader lags: more buffers, unless the memory is not there. */
+	if (sdp_rx_more_wanted(ssk)) {
+		if (!sdp_rx_add(ssk))
+			SDP_INC(sk, SDP_CNT_RX_GROW_REFUSED);
 		sdp_rx_refill(sk);
 	}
 	want = sdp_tx_grow_want(ssk);

@@ -10,6 +10,7 @@
 #include "socket_util.h"
 
 #include <arpa/inet.h>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -479,7 +480,71 @@ TEST(BufferGrowth, GrowsWhileTheReaderLagsBehind)
     EXPECT_EQ(counter_delta(before, "rx_buffers_grown"), 1u);
 }
 
-// net.sdp.buf_size_initial 0 (the default): buffers of net.sdp.buf_size
+// `n` pattern bytes written to `w` before anything reads `r`.  Returns
+// whether the writer finished within the bound; the bytes are then read and
+// checked either way (reading is also what unblocks a stalled writer).
+bool written_before_read(int w, int r, size_t n)
+{
+    std::vector<unsigned char> out(n);
+    for (size_t i = 0; i < n; i++)
+        out[i] = static_cast<unsigned char>(i * 11 + 5);
+    std::atomic<bool> done{false};
+    std::thread writer([&] {
+        size_t sent = 0;
+        while (sent < n) {
+            const ssize_t k = send(w, out.data() + sent, n - sent, 0);
+            if (k <= 0)
+                break;
+            sent += static_cast<size_t>(k);
+        }
+        done = true;
+    });
+    const bool finished = eventually([&] { return done.load(); });
+    std::vector<unsigned char> in(n);
+    size_t got = 0;
+    while (got < n) {
+        const ssize_t k = recv(r, in.data() + got, n - got, 0);
+        if (k <= 0)
+            break;
+        got += static_cast<size_t>(k);
+    }
+    writer.join();
+    EXPECT_EQ(got, n);
+    EXPECT_TRUE(in == out) << "the stream arrived corrupted";
+    return finished;
+}
+
+// A writer far ahead of its reader: TCP takes a few hundred kilobytes
+// before the peer reads anything, and so must small receive buffers, which
+// add buffers while the unread data piles up.  TCP is the oracle.
+TEST(BufferGrowth, AWriterAheadOfItsReaderDoesNotStall)
+{
+    const size_t n = 400000;
+    {
+        Fd l(socket(AF_INET, SOCK_STREAM, 0));
+        const sockaddr_in a = make_addr(kAddrA, 7113);
+        ASSERT_EQ(bind(l.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0);
+        ASSERT_EQ(listen(l.get(), 1), 0);
+        Fd c(socket(AF_INET, SOCK_STREAM, 0));
+        ASSERT_EQ(connect(c.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0);
+        Fd s(accept(l.get(), nullptr, nullptr));
+        ASSERT_TRUE(written_before_read(s.get(), c.get(), n)) << "TCP stalled";
+    }
+    const SysctlFor small("buf_size_initial", "4096");
+    const auto before = counters();
+    Pair p = connected_pair(kAddrA, 7114);
+    ASSERT_GE(p.server.get(), 0);
+    const int off = 0;
+    ASSERT_EQ(setsockopt(p.server.get(), SOL_SDP, SDP_ZCOPY_THRESH, &off, sizeof(off)), 0);
+    EXPECT_TRUE(written_before_read(p.server.get(), p.client.get(), n)) << "SDP stalled";
+    EXPECT_GT(counter_delta(before, "rx_buffers_added"), 0u);
+    EXPECT_EQ(counter_delta(before, "rx_buffers_grow_refused"), 0u);
+    // And the connection goes on, both ways.
+    stream_checked(p.client.get(), p.server.get(), 1u << 20);
+    stream_checked(p.server.get(), p.client.get(), 1u << 20);
+}
+
+// net.sdp.buf_size_initial 0: buffers of net.sdp.buf_size
 // from the start, nothing to ask for.
 TEST(BufferGrowth, InitialZeroStartsAtTheFullSize)
 {
