@@ -782,15 +782,15 @@ TEST_F(NoRdmaAddress, IsTcpsOnly)
 
 // ---- resources exhausted: a memory cgroup at its limit ------------------------
 //
-// SDP's rings (8 x 64 KiB each way, 1 MiB a socket) are charged to the
-// memory cgroup of the socket's owner, a listener's for its connections.  A
-// child process in a cgroup whose limit leaves it 512 KiB: no ring fits,
-// while TCP's socket does.  With the fallback policy the connection goes
-// over TCP instead of failing: RESOURCES on the connecting side, BUSY when
-// the listener's side could not allocate.  The failed attempt's partial
-// rings are freed by the CM's worker, which may run after TCP's connection
-// is up; TCP charges its buffers with __GFP_NOFAIL (an OOM kill at the
-// limit, as for any TCP program), so the limit is lifted once the fallback
+// SDP's rings are charged to the memory cgroup of the socket's owner, a
+// listener's for its connections.  At full size from the start
+// (net.sdp.buf_size_initial 0, set for these tests) they take 8 x 64 KiB
+// each way, 1 MiB a socket.  A child process in a cgroup whose limit
+// leaves it 512 KiB: no ring fits, while TCP's socket does.  With the fallback policy the
+// connection goes over TCP instead of failing: RESOURCES on the connecting side, BUSY when the
+// listener's side could not allocate.  The failed attempt's partial rings are freed by the CM's
+// worker, which may run after TCP's connection is up; TCP charges its buffers with __GFP_NOFAIL (an
+// OOM kill at the limit, as for any TCP program), so the limit is lifted once the fallback
 // happened, before the bytes go, and the children make no charged
 // allocation (a file, a pipe's page) while it holds.
 
@@ -811,10 +811,14 @@ class MemcgFallback : public ::testing::Test {
         write_file(cg_ + "/memory.swap.max", "0"); // absent without swap accounting
         snprintf(current_, sizeof(current_), "%s/memory.current", cg_.c_str());
         snprintf(max_, sizeof(max_), "%s/memory.max", cg_.c_str());
+        saved_initial_ = read_file(kInitial).value_or("");
+        ASSERT_TRUE(write_file(kInitial, "0"));
     }
 
     void TearDown() override
     {
+        if (!saved_initial_.empty())
+            write_file(kInitial, saved_initial_);
         if (pid_ > 0) {
             kill(pid_, SIGKILL);
             waitpid(pid_, nullptr, 0);
@@ -951,6 +955,8 @@ class MemcgFallback : public ::testing::Test {
         return got == expect;
     }
 
+    static constexpr const char* kInitial = "/proc/sys/net/sdp/buf_size_initial";
+    std::string saved_initial_;
     std::string cg_;
     char current_[256] = {};
     char max_[256] = {};

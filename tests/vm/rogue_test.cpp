@@ -267,6 +267,15 @@ class Rogue : public ::testing::Test {
 
     unsigned long long delta(const char* name) { return counter_delta(before_, name); }
 
+    // The receive buffer size a new kernel connection announces:
+    // net.sdp.buf_size_initial (0, or out of range: net.sdp.buf_size).
+    static uint32_t initial_rcv_size()
+    {
+        const long full = sdp_sysctl("buf_size");
+        const long initial = sdp_sysctl("buf_size_initial");
+        return static_cast<uint32_t>(initial >= 1024 && initial <= full ? initial : full);
+    }
+
     // The rogue connects to a kernel listener; kfd_ is the accepted socket.
     void rogue_connects(RoguePeer& r)
     {
@@ -275,7 +284,7 @@ class Rogue : public ::testing::Test {
         ASSERT_TRUE(r.connect(kAddrA, port_)) << r.error();
         kfd_ = Fd(accept(listener_.get(), nullptr, nullptr));
         ASSERT_GE(kfd_.get(), 0) << strerror(errno);
-        EXPECT_EQ(r.peer_rcv_size(), 65536u) << "the kernel's HelloAck actrcvsz";
+        EXPECT_EQ(r.peer_rcv_size(), initial_rcv_size()) << "the kernel's HelloAck actrcvsz";
         EXPECT_GE(r.peer_hello_bufs(), 8u) << "the kernel's HelloAck bufs";
     }
 
@@ -296,7 +305,7 @@ class Rogue : public ::testing::Test {
         ASSERT_TRUE(res) << "connect() still blocked after the rogue accepted";
         ASSERT_EQ(res->ret, 0) << strerror(res->err);
         kfd_ = Fd(*fd);
-        EXPECT_EQ(r.peer_rcv_size(), 65536u) << "the kernel's Hello localrcvsz";
+        EXPECT_EQ(r.peer_rcv_size(), initial_rcv_size()) << "the kernel's Hello localrcvsz";
     }
 
     // A blocking send of the whole buffer from the kernel socket.
