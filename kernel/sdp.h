@@ -412,6 +412,12 @@ struct sdp_sock {
 	 */
 	bool zc_sq_wanted;
 	/*
+	 * The same for want of a credit for the offer: cleared, and the
+	 * pollers woken, once the peer's credits allow one
+	 * (sdp_zc_credit_progress()).
+	 */
+	bool zc_credit_wanted;
+	/*
 	 * The same for a non-blocking receive of the peer's offer: poll
 	 * leaves the offer out of the readable bytes until the queue is idle.
 	 */
@@ -648,7 +654,7 @@ static inline void sdp_disconnect(struct sdp_sock *ssk)
 static inline bool sdp_tx_held(const struct sdp_sock *ssk)
 {
 	return READ_ONCE(ssk->tx_busy) || READ_ONCE(ssk->sq_idle_waiters) ||
-	       READ_ONCE(ssk->zc_sq_wanted);
+	       READ_ONCE(ssk->zc_sq_wanted) || READ_ONCE(ssk->zc_credit_wanted);
 }
 
 /*
@@ -729,6 +735,7 @@ enum sdp_counter {
 	SDP_CNT_ZC_ASYNC_SENDS,
 	SDP_CNT_ZC_ASYNC_JOINED,
 	SDP_CNT_ZC_SQ_BUSY_AGAIN,
+	SDP_CNT_ZC_CREDIT_AGAIN, /* ... for want of a credit for the offer */
 	SDP_CNT_RX_GROWN,	  /* receive buffers grown at the peer's request */
 	SDP_CNT_RX_GROW_REFUSED, /* ... not: no memory */
 	SDP_CNT_RX_BUFS_ADDED,	  /* receive buffers added for a lagging reader */
@@ -926,6 +933,7 @@ void sdp_zc_wake(struct sock *sk);
 wait_queue_head_t *sdp_zc_waitq(struct sock *sk);
 long sdp_zc_wait_slice(struct sock *sk, long timeo);
 void sdp_zc_sq_progress(struct sock *sk);
+void sdp_zc_credit_progress(struct sock *sk);
 bool sdp_zc_src_offered(struct sdp_sock *ssk);
 int sdp_zc_recv_sq_wait(struct sock *sk);
 void sdp_zc_grace_work(struct work_struct *work);

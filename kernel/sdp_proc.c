@@ -259,6 +259,7 @@ static const char *const sdp_counter_names[SDP_CNT_MAX] = {
 	[SDP_CNT_ZC_ASYNC_SENDS] = "zcopy_async_sends",
 	[SDP_CNT_ZC_ASYNC_JOINED] = "zcopy_async_joined",
 	[SDP_CNT_ZC_SQ_BUSY_AGAIN] = "zcopy_sq_busy_again",
+	[SDP_CNT_ZC_CREDIT_AGAIN] = "zcopy_credit_again",
 	[SDP_CNT_RX_GROWN] = "rx_buffers_grown",
 	[SDP_CNT_RX_GROW_REFUSED] = "rx_buffers_grow_refused",
 	[SDP_CNT_RX_BUFS_ADDED] = "rx_buffers_added",

@@ -379,6 +379,7 @@ void sdp_claim_rdma(struct sock *sk, struct sdp_res *res)
 	memset(&ssk->ctl, 0, sizeof(ssk->ctl));
 	sdp_mr_claim(sk, res);
 	ssk->ka_probe_out = false; /* the QP goes with it */
+	WRITE_ONCE(ssk->zc_credit_wanted, false);
 	ssk->drain_posted = false;
 	ssk->rq_drained = false;
 	res->counted = ssk->conn_counted;

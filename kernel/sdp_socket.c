@@ -924,7 +924,8 @@ static bool sdp_writable(struct sock *sk)
 		return true;
 	/* An asynchronous zero-copy send joins the offers in flight. */
 	if (READ_ONCE(ssk->tx_busy) && sdp_zc_async_joinable(ssk) &&
-	    !READ_ONCE(ssk->sq_idle_waiters) && !READ_ONCE(ssk->zc_sq_wanted))
+	    !READ_ONCE(ssk->sq_idle_waiters) && !READ_ONCE(ssk->zc_sq_wanted) &&
+	    !READ_ONCE(ssk->zc_credit_wanted))
 		return true;
 	if (sdp_tx_held(ssk))
 		return false;

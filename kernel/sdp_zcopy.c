@@ -115,6 +115,7 @@ void sdp_zc_sq_progress(struct sock *sk)
 {
 	if (sdp_zc_sq_idle_reached(sdp_sk(sk)))
 		sdp_zc_wake(sk);
+	sdp_zc_credit_progress(sk);
 }
 
 /* Count the zero-copy work requests of a chain that went to the QP. */
@@ -412,6 +413,23 @@ static bool sdp_zc_can_offer(struct sdp_sock *ssk)
 
 	return sdp_core_may_offer(&ssk->core) &&
 	       ctl->post - ctl->done < ctl->count;
+}
+
+/*
+ * Credits came (a message from the peer) or a control buffer is free: a
+ * non-blocking zero-copy send that got EAGAIN for want of them may go on.
+ */
+void sdp_zc_credit_progress(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sock_owned_by_me(sk);
+
+	if (!ssk->zc_credit_wanted ||
+	    (!sdp_zc_can_offer(ssk) && !sdp_zc_dead(sk)))
+		return;
+	WRITE_ONCE(ssk->zc_credit_wanted, false);
+	sdp_zc_wake(sk);
 }
 
 static bool sdp_zc_wr_compl_posted(struct sdp_sock *ssk)
@@ -728,6 +746,19 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 	*err = 0;
 	for (;;) {
 		*err = sdp_zc_wait_tx_ready(sk, timeo, join);
+		/*
+		 * Data queued ahead waits for credits: a send that may not
+		 * block and asked for zero copy gets EAGAIN, and POLLOUT when
+		 * credits come (sdp_zc_credit_progress()).  Copying its bytes
+		 * behind the queued ones would leave the next send the same
+		 * queue.
+		 */
+		if (*err == -EAGAIN && !*timeo && async && !ssk->tx_busy &&
+		    (async->ubuf || user_backed_iter(&msg->msg_iter))) {
+			WRITE_ONCE(ssk->zc_credit_wanted, true);
+			SDP_INC(sk, SDP_CNT_ZC_CREDIT_AGAIN);
+			return SDP_ZC_NEXT_AGAIN;
+		}
 		if (*err)
 			return SDP_ZC_NEXT_ERROR;
 		if (!ssk->reg_idle_sq || sdp_sq_idle(ssk))
@@ -759,10 +790,21 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 	 * No credit for the SrcAvail (or the RdmaWrCompl): the receiver is
 	 * behind.  This chunk goes by bcopy, where waiting for credits has
 	 * its rules (the credit requests of the bcopy path); zero copy is
-	 * tried again for the next.
+	 * tried again for the next.  A non-blocking send that asked for zero
+	 * copy gets EAGAIN instead, and POLLOUT once a credit came, for the
+	 * reason of the busy queue above: copied, it would take the credits
+	 * the next one needs.
 	 */
-	if (!sdp_zc_can_offer(ssk))
+	if (!sdp_zc_can_offer(ssk)) {
+		if (!*timeo && async &&
+		    (async->ubuf || user_backed_iter(&msg->msg_iter))) {
+			WRITE_ONCE(ssk->zc_credit_wanted, true);
+			SDP_INC(sk, SDP_CNT_ZC_CREDIT_AGAIN);
+			*err = -EAGAIN;
+			return SDP_ZC_NEXT_AGAIN;
+		}
 		return SDP_ZC_NEXT_BCOPY_CHUNK;
+	}
 	/* Joining asynchronous offers in flight: the stream is theirs. */
 	join = ssk->zc_async_n != 0;
 	map = sdp_zc_tx_map(ssk);
