@@ -105,7 +105,7 @@ unit: userspace
 vm-check: userspace modules deb-root
 	@scripts/vm/each-kernel.sh vm-check "$(vm_kvers)" $(BUILD)/vm/logs \
 		env $(if $(filter all,$(CONFORMANCE)),,SDP_VM_GUEST_ENV=SDP_CONFORMANCE_SHARE=@I/@N) \
-		scripts/vm/run.sh -k @K -o $(BUILD)/vm/results/@K -t 2400 \
+		scripts/vm/run.sh -k @K -m 2048 -o $(BUILD)/vm/results/@K -t 2400 \
 		tests/vm/tier-socket.sh $(BUILD)
 
 # Two guests joined by a qemu link (scripts/vm/run-pair.sh): one boot pair
