@@ -129,6 +129,8 @@ MID_HELLO, MID_HELLO_ACK, MID_DISCONN, MID_ABORT = 0x00, 0x01, 0x02, 0x03
 MID_SEND_SM, MID_WR_COMPL, MID_RD_COMPL = 0x04, 0x05, 0x06
 MID_SRC_CANCEL, MID_SINK_CANCEL, MID_SINK_CANCEL_ACK = 0x08, 0x09, 0x0A
 MID_SINK_AVAIL, MID_SRC_AVAIL, MID_DATA = 0xFD, 0xFE, 0xFF
+MID_CH_RCV_BUF, MID_CH_RCV_BUF_ACK = 0x0B, 0x0C
+CAP_RESIZE = 0x04  # Hello/HelloAck caps: answers ChRcvBuf
 MIDS = {
     0x00: ("Hello", "cm"),
     0x01: ("HelloAck", "cm"),
@@ -141,8 +143,8 @@ MIDS = {
     0x08: ("SrcAvailCancel", 16),
     0x09: ("SinkAvailCancel", 16),
     0x0A: ("SinkCancelAck", 16),
-    0x0B: ("ChRcvBuf", None),  # sizes 20; sdp.ko never resizes: refused
-    0x0C: ("ChRcvBufAck", None),
+    0x0B: ("ChRcvBuf", 20),  # to a peer with CAP_RESIZE only
+    0x0C: ("ChRcvBufAck", 20),
     0x0D: ("SuspComm", None),
     0x0E: ("SuspCommAck", None),
     0xFD: ("SinkAvail", 36),
@@ -965,9 +967,11 @@ def check_bsdh(d):
         if m.mid == MID_SRC_AVAIL and m.length > 32:
             V.add("bsdh", m.first, "%s: SrcAvail with %d bytes of inline "
                   "payload (sdp.ko refuses them)" % (where, m.length - 32))
-        if d.rcv_size is not None and m.length > d.rcv_size:
+        rcv_size = receive_size_at(d, m.first)
+        if rcv_size is not None and m.length > rcv_size:
             V.add("bsdh", m.first, "%s: %d bytes, the receiver's buffers hold "
-                  "%d" % (where, m.length, d.rcv_size))
+                  "%d" % (where, m.length, rcv_size))
+        check_resize(d, m, where)
         check_flags(d, m, where)
         if m.opcodes & {3, 5}:
             V.add("bsdh", m.first, "%s: SEND with immediate data" % where)
@@ -975,6 +979,32 @@ def check_bsdh(d):
             V.add("bsdh", m.first, "%s: SEND with invalidate to a peer that "
                   "did not advertise INVALIDATE" % where)
         check_extra_header(d, m, where)
+
+
+def receive_size_at(d, frame):
+    """The receiver's buffer size a message of d starting at `frame` may
+    fill: its Hello's or HelloAck's, or larger once its ChRcvBufAck went
+    by (the sender learns of it no earlier than the capture shows it)."""
+    if d.rcv_size is None:
+        return None
+    size = d.rcv_size
+    for m in d.peer.msgs:
+        if m.mid == MID_CH_RCV_BUF_ACK and m.first < frame and len(m.ext) >= 4:
+            size = max(size, ext_u32(m, 0))
+    return size
+
+
+def check_resize(d, m, where):
+    """ChRcvBuf only to a peer that announced it answers them; its answer
+    only to a request."""
+    if m.mid == MID_CH_RCV_BUF and not (d.peer_caps & CAP_RESIZE):
+        V.add("bsdh", m.first, "%s: ChRcvBuf to a peer that did not announce "
+              "CAP_RESIZE" % where)
+    if m.mid == MID_CH_RCV_BUF_ACK and not any(
+            p.mid == MID_CH_RCV_BUF and p.first < m.first
+            for p in d.peer.msgs):
+        V.add("bsdh", m.first, "%s: ChRcvBufAck that answers no ChRcvBuf"
+              % where)
 
 
 def check_flags(d, m, where):

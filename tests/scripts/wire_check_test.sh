@@ -103,6 +103,10 @@ mutant fixed-size "RdmaRdCompl mseq 7: BSDH len 16, the SEND is 20 bytes" bsdh:9
 mutant flags "REQ_PIPE" bsdh:6:flags=0x04
 mutant oob-flag "urgent-data flags on a message without stream bytes" bsdh:96:flags=0x01
 mutant too-big "the receiver's buffers hold 4096" hello:2:20=00001000
+# The fixture's Hellos predate CAP_RESIZE: no ChRcvBuf may go, and an
+# answer needs a request.
+mutant resize-uncapable "ChRcvBuf to a peer that did not announce CAP_RESIZE" bsdh:96:mid=0x0b
+mutant resize-unasked "ChRcvBufAck that answers no ChRcvBuf" bsdh:96:mid=0x0c
 # Sequence numbers and credits.
 mutant mseq-skip "Data mseq 3, expected mseq 2" bsdh:65:mseq=3
 mutant ack-ahead "acknowledges mseq 9, the peer sent up to" bsdh:6:ack=9
