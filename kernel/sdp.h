@@ -930,6 +930,7 @@ int sdp_zc_recv_advertise(struct sock *sk, struct msghdr *msg, size_t len,
 			  long *timeo, size_t *copied);
 void sdp_zc_rx_event(struct sock *sk, const struct sdp_core_rx *msg);
 void sdp_zc_wake(struct sock *sk);
+void sdp_zc_wake_waits(struct sock *sk);
 wait_queue_head_t *sdp_zc_waitq(struct sock *sk);
 long sdp_zc_wait_slice(struct sock *sk, long timeo);
 void sdp_zc_sq_progress(struct sock *sk);

@@ -171,7 +171,7 @@ void sdp_mr_claim(struct sock *sk, struct sdp_res *res)
 	}
 	ssk->zc_max_pages = 0;
 	ssk->zc_nmaps = 0;
-	sdp_zc_wake(sk);
+	sdp_zc_wake_waits(sk);
 }
 
 static void sdp_mr_orphan_free(struct ib_device *dev, struct sdp_zc_orphan *o);

@@ -516,10 +516,10 @@ void sdp_qp_failed(struct sock *sk)
 	ssk->qp_error = true;
 	if (!sk->sk_err && sk->sk_state != TCP_CLOSE) {
 		SDP_INC(sk, SDP_CNT_ERR_TRANSPORT);
-		sdp_set_error(sk, ECONNRESET);
+		sdp_set_error(sk, ECONNRESET); /* wakes everybody */
 	}
 	sdp_disconnect(ssk);
-	sdp_zc_wake(sk);
+	sdp_zc_wake_waits(sk);
 }
 
 /*
@@ -626,7 +626,7 @@ bool sdp_poll_cq(struct sock *sk, bool arm)
 				break;
 			case SDP_WR_DRAIN:
 				ssk->rq_drained = true;
-				sdp_zc_wake(sk);
+				sdp_zc_wake_waits(sk);
 				break;
 			}
 		}

@@ -54,8 +54,11 @@ int sdp_zc_thresh(const struct sdp_sock *ssk)
 	return t >= 0 ? t : READ_ONCE(sysctl_sdp_zcopy_thresh);
 }
 
-/* Wake every waiter, the uninterruptible ones of this file included. */
-void sdp_zc_wake(struct sock *sk)
+/*
+ * Wake the socket's wait queue with `key` (NULL: everybody), and the work
+ * of an asynchronous send.
+ */
+static void sdp_zc_wake_key(struct sock *sk, void *key)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct socket_wq *wq;
@@ -63,10 +66,29 @@ void sdp_zc_wake(struct sock *sk)
 	rcu_read_lock();
 	wq = rcu_dereference(sk->sk_wq);
 	if (skwq_has_sleeper(wq))
-		wake_up_all(&wq->wait);
+		__wake_up(&wq->wait, TASK_NORMAL, 0, key);
 	rcu_read_unlock();
 	if (wq_has_sleeper(&ssk->zc_async_wait))
 		wake_up_all(&ssk->zc_async_wait);
+}
+
+/* Wake every waiter, the uninterruptible ones of this file included. */
+void sdp_zc_wake(struct sock *sk)
+{
+	sdp_zc_wake_key(sk, NULL);
+}
+
+/*
+ * Wake the zero-copy waits only, not poll, select or epoll: for what
+ * changes no poll mask (the teardown claimed the registrations, the
+ * receive queue drained).  Their entries ignore the key; poll's and
+ * epoll's skip a key outside the events they wait for, and no socket
+ * reports EPOLLMSG.  An edge-triggered epoll of a reset socket thus sees
+ * the reset once, as TCP's does.
+ */
+void sdp_zc_wake_waits(struct sock *sk)
+{
+	sdp_zc_wake_key(sk, poll_to_key(EPOLLMSG));
 }
 
 /*
