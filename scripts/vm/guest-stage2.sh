@@ -35,7 +35,16 @@ echo "$rc" > "$results/exit-code"
 echo "sdp-vm: exit code $rc" > /dev/console
 sync
 umount "$results" 2>/dev/null
-echo o > /proc/sysrq-trigger
-sleep 10
-echo b > /proc/sysrq-trigger
-sleep 1000
+# Power-off takes the host root (9p) away under this script: a `sleep`
+# then fails to run and bash fails to read its next line, exits, and PID 1
+# exiting panics the kernel.  So the last step is one compound command,
+# parsed whole before it runs, of builtins only: it waits with read -t on
+# a FIFO (on tmpfs, made while the root is there) that nobody writes.
+mkfifo /dev/shm/sdp-idle
+{
+	exec 8<> /dev/shm/sdp-idle
+	echo o > /proc/sysrq-trigger
+	read -r -t 10 _ <&8
+	echo b > /proc/sysrq-trigger
+	while :; do read -r -t 1000 _ <&8; done
+}
