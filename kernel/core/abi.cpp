@@ -104,6 +104,11 @@ int sdp_core_rx_resized(sdp_core_conn* c, unsigned int rx_buf_size)
     return conn(c)->rx_resized(rx_buf_size);
 }
 
+int sdp_core_tx_idle(sdp_core_conn* c)
+{
+    return conn(c)->tx_idle();
+}
+
 enum sdp_core_tx_verdict sdp_core_tx_decide(const sdp_core_conn* c, unsigned int seg_bytes,
                                             int full, unsigned int opts)
 {

@@ -115,6 +115,7 @@ int Connection::on_hello_ack(const u8* buf, u32 size)
     if (msg.hello_ack.actual_rcv_size < kMinRcvSize || msg.bsdh.mseq != 0)
         return -SDP_CORE_EPROTO;
     peer_rcv_size_ = msg.hello_ack.actual_rcv_size;
+    peer_initial_rcv_ = peer_rcv_size_;
     peer_resizes_ = (msg.hello_ack.caps & SDP_CAP_RESIZE) != 0;
     // An extension: 0 (a peer that does not know it) means one.
     peer_max_adverts_ = msg.hello_ack.ext_max_adverts != 0 ? msg.hello_ack.ext_max_adverts : 1;
@@ -136,6 +137,7 @@ int Connection::on_hello(const u8* buf, u32 size)
     if (msg.hello.local_rcv_size < kMinRcvSize || msg.bsdh.mseq != 0)
         return -SDP_CORE_EPROTO;
     peer_rcv_size_ = msg.hello.local_rcv_size;
+    peer_initial_rcv_ = peer_rcv_size_;
     peer_resizes_ = (msg.hello.caps & SDP_CAP_RESIZE) != 0;
     peer_max_adverts_ = msg.hello.max_adverts;
     peer_hello_ = msg.bsdh;
@@ -175,30 +177,66 @@ int Connection::rx_resized(u32 rx_buf_size)
 {
     if (!rx_resize_pending_ || rx_buf_size < kMinRcvSize)
         return -SDP_CORE_ESTATE;
+    // The peer's messages after its request are at most the size it asked
+    // for and at most what our buffers took before: smaller buffers than
+    // both would not hold them.
+    const u32 floor = resize_asked_ < rx_buf_size_ ? resize_asked_ : rx_buf_size_;
+    if (rx_buf_size < floor)
+        return -SDP_CORE_ESTATE;
     rx_resize_pending_ = false;
     // Every buffer the peer can reach now has this size: so may its
     // messages, once our answer is there.
-    if (rx_buf_size > rx_buf_size_)
-        rx_buf_size_ = rx_buf_size;
+    rx_buf_size_ = rx_buf_size;
     resize_answer_ = rx_buf_size;
     resize_ack_due_ = true;
     return 0;
 }
 
+// Our stream went idle (the host's timer): ask the peer to take its
+// receive buffers back to the size it started with, so an idle connection
+// holds no more memory than a new one.  A later stream asks again.
+int Connection::tx_idle()
+{
+    constexpr u32 kShut = SDP_CS_DISCONN_SENT | SDP_CS_SHUT_REQUESTED;
+    if ((state_ & SDP_CS_ESTABLISHED) == 0 || (state_ & (SDP_CS_ABORTED | kShut)) != 0)
+        return 0;
+    // The peer may have the memory for a growth it refused by now.
+    grow_refused_ = false;
+    if (!peer_resizes_ || resize_req_ != 0 || resize_out_ != 0 ||
+        peer_rcv_size_ <= peer_initial_rcv_ || rx_buf_size_ < SDP_CH_RCV_BUF_SIZE)
+        return 0;
+    resize_req_ = peer_initial_rcv_;
+    return 1;
+}
+
 // A buffer size message due: our answer first (the peer's sends wait for
 // it), then our own request.  The answer goes as long as the peer may
 // send data, after our own DisConn too (a client that shut down its side
-// and reads a long answer); our request only while we may.
-int Connection::resize_due() const
+// and reads a long answer); our request only while we may.  A request that
+// shrinks waits for the queued segments to go: they may be larger than the
+// size it asks for, and every segment built after it fits that size.
+int Connection::resize_due(u32 tx_queued) const
 {
     if ((state_ & SDP_CS_ESTABLISHED) == 0 || (state_ & SDP_CS_ABORTED) != 0)
         return 0;
     if (resize_ack_due_)
         return (state_ & SDP_CS_DISCONN_RCVD) == 0 ? SDP_MID_CH_RCV_BUF_ACK : 0;
     constexpr u32 kShut = SDP_CS_DISCONN_SENT | SDP_CS_SHUT_REQUESTED;
-    if (grow_due_ && (state_ & kShut) == 0)
+    if (resize_req_ != 0 && (state_ & kShut) == 0 &&
+        (resize_req_ > peer_rcv_size_ || tx_queued == 0))
         return SDP_MID_CH_RCV_BUF;
     return 0;
+}
+
+// While our request to shrink waits for its answer, the peer's buffers
+// posted before it are still large, and an idle stream would never consume
+// them: credit updates do, one buffer each, and the peer posts small ones
+// in their place and answers once every posted buffer is small.  They stay
+// above the control reserve and stop when the stream has data again.
+bool Connection::shrink_flush_due(u32 tx_queued) const
+{
+    constexpr u32 kShut = SDP_CS_DISCONN_SENT | SDP_CS_SHUT_REQUESTED;
+    return shrink_flush_ && tx_queued == 0 && (state_ & kShut) == 0 && credits_.may_send_data();
 }
 
 int Connection::resize_rx(const wire::Message& msg, sdp_core_rx* out)
@@ -213,13 +251,25 @@ int Connection::resize_rx(const wire::Message& msg, sdp_core_rx* out)
         rx_resize_pending_ = true;
         resize_asked_ = size;
     } else {
-        if (!grow_asked_ || grow_answered_ || size < kMinRcvSize)
+        if (resize_out_ == 0 || size < kMinRcvSize)
             return -SDP_CORE_EPROTO;
-        grow_answered_ = true;
-        // Never more than we asked for; a smaller answer is a refusal.
-        const u32 granted = size < tx_buf_size_ ? size : tx_buf_size_;
-        if (granted > peer_rcv_size_)
-            peer_rcv_size_ = granted;
+        if (shrink_flush_) {
+            // Our segments have fitted the size asked since the request:
+            // buffers smaller than that would have lost them.  A larger
+            // answer is a refusal, and what its buffers take.
+            if (size < resize_out_)
+                return -SDP_CORE_EPROTO;
+            shrink_flush_ = false;
+            peer_rcv_size_ = size < tx_buf_size_ ? size : tx_buf_size_;
+        } else {
+            // Never more than we asked for; a smaller answer is a refusal.
+            const u32 granted = size < resize_out_ ? size : resize_out_;
+            if (granted > peer_rcv_size_)
+                peer_rcv_size_ = granted;
+            if (granted < resize_out_)
+                grow_refused_ = true;
+        }
+        resize_out_ = 0;
     }
     out->kind = SDP_RX_RESIZE;
     out->resize_bytes = size;
@@ -303,12 +353,12 @@ int Connection::tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags)
             return -SDP_CORE_ESTATE;
         break;
     case wire::Mid::kChRcvBuf:
-        if (resize_due() != static_cast<int>(mid) || !credits_.may_send_control())
+        if (resize_due(0) != static_cast<int>(mid) || !credits_.may_send_control())
             return -SDP_CORE_ESTATE;
-        msg.rcv_buf_size = tx_buf_size_;
+        msg.rcv_buf_size = resize_req_;
         break;
     case wire::Mid::kChRcvBufAck:
-        if (resize_due() != static_cast<int>(mid) || !credits_.may_send_control())
+        if (resize_due(0) != static_cast<int>(mid) || !credits_.may_send_control())
             return -SDP_CORE_ESTATE;
         msg.rcv_buf_size = resize_answer_;
         break;
@@ -334,8 +384,13 @@ int Connection::tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags)
         msg.bsdh.mid == wire::Mid::kAbortConn) {
         // Data, DisConn, AbortConn: nothing more to fill in.
     } else if (msg.bsdh.mid == wire::Mid::kChRcvBuf) {
-        grow_due_ = false;
-        grow_asked_ = true;
+        resize_out_ = resize_req_;
+        resize_req_ = 0;
+        // Smaller: every segment from here on fits the size asked for.
+        if (resize_out_ < peer_rcv_size_) {
+            peer_rcv_size_ = resize_out_;
+            shrink_flush_ = true;
+        }
     } else if (msg.bsdh.mid == wire::Mid::kChRcvBufAck) {
         resize_ack_due_ = false;
     } else if (zc_tx_build(&msg) != 0) {
@@ -407,9 +462,11 @@ int Connection::control_due(u32 tx_queued) const
         !(credits_.remote_credits() <= CreditLedger::kControlReserve &&
           posted_rx_ > CreditLedger::kControlReserve && posted_rx_ > credits_.remote_credits()))
         return 0;
-    const int resize = resize_due();
+    const int resize = resize_due(tx_queued);
     if (resize != 0)
         return resize;
+    if (shrink_flush_due(tx_queued))
+        return SDP_MID_DATA;
     // An acknowledgement the host asked for (a sender may hold small data
     // until it comes).  Data, if any could go, would have carried it.
     if (ack_requested_)
@@ -441,7 +498,11 @@ int Connection::tx_next(const sdp_core_tx_ring& ring, sdp_core_tx_action* act)
     // A buffer size message goes before data that could take its credit
     // (a stream would hold it back until it stalls), never on the last
     // credit, which control_due() keeps for a credit update.
-    const int resize = resize_due();
+    // A request to shrink that has not gone when data queues again is
+    // stale: the stream is back.
+    if (resize_req_ != 0 && resize_req_ < peer_rcv_size_ && ring.segs_queued != 0)
+        resize_req_ = 0;
+    const int resize = resize_due(ring.segs_queued);
     if (resize != 0 && ring.ctl_hdr != nullptr && credits_.tx_credits() >= 2 &&
         ring.ctl_size >= wire::header_size(static_cast<wire::Mid>(resize)))
         return tx_control(ring, resize, act);
@@ -452,14 +513,14 @@ int Connection::tx_next(const sdp_core_tx_ring& ring, sdp_core_tx_action* act)
                           ring.seg_urgent != 0 || ring.segs_queued > 1;
         act->data = tx_verdict(ring.seg_bytes, full, ring.opts);
         if (act->data == SDP_TX_POST) {
-            // A segment as large as the peer takes: ask once for larger
-            // buffers if ours are larger.  (The host posts each segment
+            // A segment as large as the peer takes: ask for larger
+            // buffers if ours are larger (again after an idle spell).  (The host posts each segment
             // as it fills while credits last, so "more queued behind it"
             // would wait for a credit stall to notice a stream.)
-            if (ring.seg_bytes >= seg_max() && peer_resizes_ && !grow_asked_ &&
-                peer_rcv_size_ < tx_buf_size_ && peer_rcv_size_ >= SDP_CH_RCV_BUF_SIZE &&
-                rx_buf_size_ >= SDP_CH_RCV_BUF_SIZE)
-                grow_due_ = true;
+            if (ring.seg_bytes >= seg_max() && peer_resizes_ && resize_req_ == 0 &&
+                resize_out_ == 0 && !grow_refused_ && peer_rcv_size_ < tx_buf_size_ &&
+                peer_rcv_size_ >= SDP_CH_RCV_BUF_SIZE && rx_buf_size_ >= SDP_CH_RCV_BUF_SIZE)
+                resize_req_ = tx_buf_size_;
             const int n = tx_build(ring.seg_hdr, SDP_MID_DATA, ring.seg_bytes,
                                    ring.seg_urgent != 0 ? SDP_FLAG_OOB_PRES : 0);
             if (n < 0)

@@ -34,6 +34,7 @@ class Connection {
 
     u32 seg_max() const;
     int rx_resized(u32 rx_buf_size);
+    int tx_idle();
     sdp_core_tx_verdict tx_verdict(u32 seg_bytes, bool full, u32 opts) const;
     int tx_build(u8* hdr, u32 mid, u32 payload_len, u32 flags);
     void tx_done(u32 mid);
@@ -143,7 +144,8 @@ class Connection {
     bool zc_answer_fits() const;
     void data_sent(u32 mseq);
     void data_received();
-    int resize_due() const;
+    int resize_due(u32 tx_queued) const;
+    bool shrink_flush_due(u32 tx_queued) const;
     int tx_control(const sdp_core_tx_ring& ring, int mid, sdp_core_tx_action* act);
     int resize_rx(const wire::Message& msg, sdp_core_rx* out);
 
@@ -228,13 +230,17 @@ class Connection {
     // chances to skip before the next.
     u8 adv_misses_ = 0;
     u8 adv_skip_ = 0;
-    // Receive buffers that grow (ChRcvBuf/ChRcvBufAck; sdp_core.h).  As
-    // the data source we ask once, for tx_buf_size_; as the sink we answer
-    // each request once the host has the buffers posted.
+    // Receive buffers that change size (ChRcvBuf/ChRcvBufAck; sdp_core.h).
+    // As the data source we ask for tx_buf_size_ when a stream fills the
+    // peer's buffers, and for the peer's first size when we go idle, one
+    // request at a time; as the sink we answer each request once the host
+    // has the buffers posted.
     bool peer_resizes_ = false;      // the peer's Hello/HelloAck had SDP_CAP_RESIZE
-    bool grow_due_ = false;          // our ChRcvBuf should go
-    bool grow_asked_ = false;        // it went
-    bool grow_answered_ = false;     // its ChRcvBufAck came
+    u32 peer_initial_rcv_ = 0;       // the peer's size in its Hello/HelloAck
+    u32 resize_req_ = 0;             // the size our next ChRcvBuf asks for (0: none due)
+    u32 resize_out_ = 0;             // the size our ChRcvBuf in flight asked for (0: none)
+    bool shrink_flush_ = false;      // it shrinks: send updates until the answer
+    bool grow_refused_ = false;      // the peer answered our growth with less
     bool rx_resize_pending_ = false; // the peer asked; the host has not answered
     bool resize_ack_due_ = false;    // our ChRcvBufAck should go
     u32 resize_asked_ = 0;           // the size of the peer's pending ChRcvBuf

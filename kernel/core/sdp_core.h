@@ -34,7 +34,7 @@ int sdp_core_selftest(const char **failed);
 /* ---- one connection ---------------------------------------------------- */
 
 /* Opaque protocol state, embedded in the host's socket (no allocation). */
-#define SDP_CORE_CONN_BYTES 384
+#define SDP_CORE_CONN_BYTES 392
 struct sdp_core_conn {
 	unsigned long long opaque[SDP_CORE_CONN_BYTES / 8];
 };
@@ -106,27 +106,45 @@ int sdp_core_build_hello_ack(struct sdp_core_conn *c, unsigned char *buf,
 unsigned int sdp_core_seg_max(const struct sdp_core_conn *c);
 
 /*
- * Receive buffers that grow (ChRcvBuf/ChRcvBufAck, an extension both sides
- * announce in the Hello exchange, SDP_CAP_RESIZE).  A connection starts
- * with the receive buffers sdp_core_conn_init() names, however large the
- * send buffers are.
+ * Receive buffers that change size (ChRcvBuf/ChRcvBufAck, an extension both
+ * sides announce in the Hello exchange, SDP_CAP_RESIZE).  A connection
+ * starts with the receive buffers sdp_core_conn_init() names, however large
+ * the send buffers are.  One request is in flight at a time.
  *
  * Data source: when full segments queue behind each other and the peer's
- * buffers are smaller than ours, the core asks once (ChRcvBuf, tx_buf_size)
+ * buffers are smaller than ours, the core asks (ChRcvBuf, tx_buf_size)
  * through control_due()/tx_next().  The answer arrives as SDP_RX_RESIZE
  * with mid ChRcvBufAck: seg_max() may have grown, and the host may give
- * its send buffers that size.
+ * its send buffers that size.  A refused growth is not asked again until
+ * the stream has been idle.
+ *
+ * Idle: when the host's stream has sent nothing for a while (its timer),
+ * sdp_core_tx_idle() asks the peer to go back to the size of its Hello
+ * (ChRcvBuf, smaller).  seg_max() shrinks as that request is built, before
+ * any later segment: the host re-reads it after posting a ChRcvBuf, and its
+ * send buffers may shrink with it.  Until the answer, tx_next() sends credit
+ * updates while nothing is queued, so the peer's large buffers posted before
+ * the request are consumed and posted again small.
  *
  * Data sink: the peer's ChRcvBuf arrives as SDP_RX_RESIZE with mid
  * ChRcvBuf and the size asked for.  The host posts only buffers of the
  * new size from then on and calls sdp_core_rx_resized() once every buffer
- * posted and not yet consumed has at least rx_buf_size bytes (receives
- * complete in posting order, so the source's messages after our answer
- * land in those).  Declining is answering with the current size.  The
- * core then sends ChRcvBufAck and accepts messages of the new size.
- * Returns 0, or -SDP_CORE_ESTATE if no request is waiting.
+ * posted and not yet consumed has rx_buf_size bytes (receives complete in
+ * posting order, so the source's messages after our answer land in those
+ * or in later ones).  Declining is answering with the current size; an
+ * answer smaller than both the size asked for and the current one is
+ * refused (-SDP_CORE_ESTATE).  The core then sends ChRcvBufAck and accepts
+ * messages of the new size.  Returns 0, or -SDP_CORE_ESTATE if no request
+ * is waiting.
  */
 int sdp_core_rx_resized(struct sdp_core_conn *c, unsigned int rx_buf_size);
+
+/*
+ * The host's stream sent nothing for its idle time and has nothing queued:
+ * returns 1 if a ChRcvBuf that shrinks the peer's buffers is now due (the
+ * host pushes), 0 if not (nothing grew, a request is in flight, closing).
+ */
+int sdp_core_tx_idle(struct sdp_core_conn *c);
 
 /* ---- transmit ----------------------------------------------------------- */
 

@@ -1433,7 +1433,7 @@ TEST(ConnResize, HelloAndHelloAckAnnounceIt)
 // The writer with 64 KiB send buffers asks a reader with 4 KiB receive
 // buffers, once, when full segments queue; the reader answers once the
 // host says its buffers are posted; the writer's segments grow.
-TEST(ConnResize, TheSourceAsksOnceAndGrowsOnTheAnswer)
+TEST(ConnResize, TheSourceAsksAndGrowsOnTheAnswer)
 {
     Sizes s;
     s.active_tx = 65536;
@@ -1456,7 +1456,7 @@ TEST(ConnResize, TheSourceAsksOnceAndGrowsOnTheAnswer)
     ASSERT_EQ(act.hdr_len, unsigned{SDP_CH_RCV_BUF_SIZE});
     EXPECT_EQ(Be32(ctl + kBsdh), 65536u) << "asks for our send buffer size";
     const Bytes req(ctl, ctl + SDP_CH_RCV_BUF_SIZE);
-    // Asked once only.
+    // One request at a time.
     act = TxNext(&p.active, 4096 - kBsdh, 2, hdr, ctl);
     EXPECT_EQ(act.kind, SDP_TXN_DATA);
 
@@ -1544,6 +1544,147 @@ TEST(ConnResize, ProtocolErrors)
         EXPECT_RC(Recv(&p.active, ResizeMsg(SDP_MID_CH_RCV_BUF, 8192, 1, 0), &rx),
                   -SDP_CORE_EPROTO);
     }
+}
+
+// The writer of the first test, its buffers grown to 64 KiB: the
+// connection after DATA (mseq 1), ChRcvBuf (2) and the answer.
+void GrowActive(Pair& p, unsigned char* hdr, unsigned char* ctl)
+{
+    TxNext(&p.active, 4096 - kBsdh, 1, hdr, ctl);
+    const sdp_core_tx_action act = TxNext(&p.active, 4096 - kBsdh, 2, hdr, ctl);
+    ASSERT_EQ(act.mid, unsigned{SDP_MID_CH_RCV_BUF});
+    sdp_core_rx rx{};
+    ASSERT_RC(Recv(&p.active, ResizeMsg(SDP_MID_CH_RCV_BUF_ACK, 65536, 1, 2), &rx), 0);
+    ASSERT_EQ(sdp_core_seg_max(&p.active), 65536 - kBsdh);
+}
+
+// An idle writer asks the reader to go back to the size of its Hello: after
+// the segments queued before the request, which may be large, every
+// segment fits the smaller size.  Credit updates consume the reader's large
+// buffers until the answer; then a stream asks to grow again.
+TEST(ConnResize, AnIdleSourceShrinksThePeerThenGrowsAgain)
+{
+    Sizes s;
+    s.active_tx = 65536;
+    s.passive_rx = 4096;
+    Pair p(s);
+    p.Connect();
+    unsigned char hdr[kBsdh];
+    unsigned char ctl[64];
+    GrowActive(p, hdr, ctl);
+    ASSERT_EQ(sdp_core_tx_idle(&p.active), 1);
+    EXPECT_EQ(sdp_core_tx_idle(&p.active), 0) << "one request at a time";
+    // Data queued before the request went: the stream is back, at full
+    // size, and the request is dropped.
+    sdp_core_tx_action act = TxNext(&p.active, 65536 - kBsdh, 1, hdr, ctl);
+    ASSERT_EQ(act.kind, SDP_TXN_DATA);
+    EXPECT_EQ(Be32(hdr + 4), 65536u);
+    ASSERT_EQ(sdp_core_tx_idle(&p.active), 1) << "idle again";
+    act = TxNext(&p.active, 0, 0, hdr, ctl);
+    ASSERT_EQ(act.kind, SDP_TXN_CONTROL);
+    ASSERT_EQ(act.mid, unsigned{SDP_MID_CH_RCV_BUF});
+    EXPECT_EQ(Be32(ctl + kBsdh), 4096u) << "the size of the reader's Hello";
+    EXPECT_EQ(sdp_core_seg_max(&p.active), 4096 - kBsdh) << "smaller as the request goes";
+    // A queued segment goes before the updates, and fits.
+    act = TxNext(&p.active, 4096 - kBsdh, 1, hdr, ctl);
+    ASSERT_EQ(act.kind, SDP_TXN_DATA);
+    // Nothing queued: credit updates, while credits stay above the reserve.
+    unsigned updates = 0;
+    for (;;) {
+        act = TxNext(&p.active, 0, 0, hdr, ctl);
+        if (act.kind != SDP_TXN_CONTROL || act.mid != SDP_MID_DATA)
+            break;
+        EXPECT_EQ(Be32(ctl + 4), unsigned{kBsdh}) << "no payload";
+        updates++;
+    }
+    EXPECT_GE(updates, 1u);
+    EXPECT_GE(sdp_core_tx_credits(&p.active), 2u) << "the reserve stays";
+    const unsigned last = 5 + updates; // DATA, ChRcvBuf, DATA, ChRcvBuf, DATA, updates
+    sdp_core_rx rx{};
+    ASSERT_RC(Recv(&p.active, ResizeMsg(SDP_MID_CH_RCV_BUF_ACK, 4096, 2, last), &rx), 0);
+    EXPECT_EQ(rx.kind, unsigned{SDP_RX_RESIZE});
+    EXPECT_EQ(sdp_core_seg_max(&p.active), 4096 - kBsdh);
+    EXPECT_EQ(sdp_core_control_due(&p.active, 0), 0) << "no more updates after the answer";
+    EXPECT_EQ(sdp_core_tx_idle(&p.active), 0) << "nothing left to shrink";
+    // The next stream asks again.
+    TxNext(&p.active, 4096 - kBsdh, 1, hdr, ctl);
+    act = TxNext(&p.active, 4096 - kBsdh, 2, hdr, ctl);
+    ASSERT_EQ(act.kind, SDP_TXN_CONTROL);
+    ASSERT_EQ(act.mid, unsigned{SDP_MID_CH_RCV_BUF});
+    EXPECT_EQ(Be32(ctl + kBsdh), 65536u);
+}
+
+TEST(ConnResize, ShrinkProtocolErrorsAndRefusals)
+{
+    Sizes s;
+    s.active_tx = 65536;
+    s.passive_rx = 4096;
+    unsigned char hdr[kBsdh];
+    unsigned char ctl[64];
+    sdp_core_rx rx{};
+    {
+        // Nothing grew: nothing to ask.
+        Pair p(s);
+        p.Connect();
+        EXPECT_EQ(sdp_core_tx_idle(&p.active), 0);
+    }
+    {
+        // Our segments fit 4 KiB since the request: a smaller answer would
+        // have lost them.
+        Pair p(s);
+        p.Connect();
+        GrowActive(p, hdr, ctl);
+        ASSERT_EQ(sdp_core_tx_idle(&p.active), 1);
+        ASSERT_EQ(TxNext(&p.active, 0, 0, hdr, ctl).mid, unsigned{SDP_MID_CH_RCV_BUF});
+        EXPECT_RC(Recv(&p.active, ResizeMsg(SDP_MID_CH_RCV_BUF_ACK, 2048, 2, 3), &rx),
+                  -SDP_CORE_EPROTO);
+    }
+    {
+        // A refusal (the reader keeps its buffers): segments of that size.
+        Pair p(s);
+        p.Connect();
+        GrowActive(p, hdr, ctl);
+        ASSERT_EQ(sdp_core_tx_idle(&p.active), 1);
+        ASSERT_EQ(TxNext(&p.active, 0, 0, hdr, ctl).mid, unsigned{SDP_MID_CH_RCV_BUF});
+        ASSERT_RC(Recv(&p.active, ResizeMsg(SDP_MID_CH_RCV_BUF_ACK, 65536, 2, 3), &rx), 0);
+        EXPECT_EQ(sdp_core_seg_max(&p.active), 65536 - kBsdh);
+    }
+    {
+        // Closing: no request.
+        Pair p(s);
+        p.Connect();
+        GrowActive(p, hdr, ctl);
+        sdp_core_shutdown_send(&p.active);
+        EXPECT_EQ(sdp_core_tx_idle(&p.active), 0);
+    }
+}
+
+// The reader's side: a request to shrink is answered with at least the
+// size asked for, and from the answer on larger messages are refused.
+TEST(ConnResize, TheSinkShrinksOnRequest)
+{
+    Sizes s;
+    s.passive_rx = 4096;
+    Pair p(s);
+    p.Connect();
+    unsigned char hdr[kBsdh];
+    unsigned char ctl[64];
+    sdp_core_rx rx{};
+    ASSERT_RC(Recv(&p.passive, ResizeMsg(SDP_MID_CH_RCV_BUF, 65536, 1, 0), &rx), 0);
+    ASSERT_RC(sdp_core_rx_resized(&p.passive, 65536), 0);
+    ASSERT_EQ(TxNext(&p.passive, 0, 0, hdr, ctl).mid, unsigned{SDP_MID_CH_RCV_BUF_ACK});
+    ASSERT_RC(Recv(&p.passive, Raw(SDP_MID_DATA, 0, 8, 2, 1, 65536 - kBsdh), &rx), 0);
+    ASSERT_RC(Recv(&p.passive, ResizeMsg(SDP_MID_CH_RCV_BUF, 4096, 3, 1), &rx), 0);
+    EXPECT_EQ(rx.kind, unsigned{SDP_RX_RESIZE});
+    EXPECT_EQ(rx.resize_bytes, 4096u);
+    EXPECT_RC(sdp_core_rx_resized(&p.passive, 2048), -SDP_CORE_ESTATE) << "smaller than asked";
+    ASSERT_RC(sdp_core_rx_resized(&p.passive, 4096), 0);
+    const sdp_core_tx_action act = TxNext(&p.passive, 0, 0, hdr, ctl);
+    ASSERT_EQ(act.mid, unsigned{SDP_MID_CH_RCV_BUF_ACK});
+    EXPECT_EQ(Be32(ctl + kBsdh), 4096u);
+    ASSERT_RC(Recv(&p.passive, Raw(SDP_MID_DATA, 0, 8, 4, 2, 4096 - kBsdh), &rx), 0);
+    EXPECT_RC(Recv(&p.passive, Raw(SDP_MID_DATA, 0, 8, 5, 2, 4096 - kBsdh + 1), &rx),
+              -SDP_CORE_ETOOBIG);
 }
 
 // A peer that does not announce SDP_CAP_RESIZE is never asked.

@@ -48,6 +48,9 @@ struct SideConfig {
     // The sink's answer to the peer's ChRcvBuf: receive buffers up to this
     // size (0: the current size, a refusal).
     unsigned rx_grow_max = 0;
+    // After a write() the stream idles this often, for a while; its idle
+    // timer (sdp_core_tx_idle()) fires during that pause with nothing queued.
+    unsigned idle_per_mille = 0;
     unsigned ctl_bufs = 8;           // C (SDP_CTL_RING)
     bool nodelay = false;            // TCP_NODELAY
     bool cork = false;               // the application sets and clears TCP_CORK at random
@@ -140,6 +143,7 @@ struct SideStats {
     std::size_t largest_data = 0;  // payload bytes of the largest Data sent
     std::size_t resizes = 0;       // ChRcvBufAcks sent (receive buffers grown or not)
     std::size_t grown = 0;         // ChRcvBufAcks received
+    std::size_t shrinks = 0;       // idle requests to shrink the peer's buffers
     std::size_t stuck_rx_bufs = 0; // most freed slots waiting behind unread data
     // zero copy
     std::size_t src_avails = 0;     // SrcAvails posted

@@ -134,15 +134,19 @@ inline void World::app_write(int s)
     trace(Ev::kWrite, s, n, urgent ? 1 : 0);
     bcopy_write(s, n, urgent, more);
     d.stats.writes++;
+    if (d.cfg.idle_per_mille > 0 && rng_.per_mille(d.cfg.idle_per_mille))
+        d.paused = static_cast<unsigned>(rng_.range(50, 500)); // the stream idles
 }
 
 inline void World::bcopy_write(int s, std::size_t n, bool urgent, bool more)
 {
     Side& d = me(s);
-    const std::size_t seg_max = sdp_core_seg_max(&d.conn);
     std::size_t off = d.written;
     const std::size_t end = d.written + n;
     while (off < end) {
+        // Read each time, as sdp_tx_seg_cap(): a request to shrink the
+        // peer's buffers may have gone in pump().
+        const std::size_t seg_max = sdp_core_seg_max(&d.conn);
         if (tx_queued(d) == 0 || d.tx.back().urgent || d.tx.back().data.size() >= seg_max)
             d.tx.emplace_back();
         Segment& seg = d.tx.back();
@@ -813,6 +817,10 @@ inline void World::resize_received(int s, const sdp_core_rx& rx)
         unsigned size = d.rx_size;
         if (d.cfg.rx_grow_max != 0)
             size = std::max(size, std::min(rx.resize_bytes, d.cfg.rx_grow_max));
+        // Smaller (the peer idled): down to the size asked for, never
+        // below the first one.
+        if (rx.resize_bytes < d.rx_size)
+            size = std::max(rx.resize_bytes, d.cfg.rx_buf_size);
         d.rx_size = size;
         d.rx_resize_to = size;
         return;

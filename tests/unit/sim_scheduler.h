@@ -156,6 +156,16 @@ inline bool World::step()
     for (Side& d : sides_)
         if (d.paused > 0)
             d.paused--;
+    // The glue's idle timer fires during a writer's pause, with nothing
+    // queued.
+    for (int d = 0; d < 2; d++) {
+        Side& side = sides_[d];
+        if (side.cfg.idle_per_mille > 0 && side.paused > 0 && tx_queued(side) == 0 &&
+            rng_.per_mille(50) && sdp_core_tx_idle(&side.conn) == 1) {
+            side.stats.shrinks++;
+            pump(d, 0);
+        }
+    }
     std::uint64_t pick = rng_.below(total);
     unsigned i = 0;
     while (pick >= choices[i].weight) {

@@ -133,6 +133,39 @@ TEST(Sim, ReceiveBuffersGrowWhenTheWriterAsks)
     EXPECT_EQ(same.stats[1].resizes, 0u);
 }
 
+// A writer that idles now and then asks the reader to shrink its buffers
+// back, and grows them again with its next stream: every message of the
+// run still fits the buffer it lands in (the model fails the run if not),
+// and the stream arrives whole.
+TEST(Sim, ReceiveBuffersShrinkWhenTheWriterIdles)
+{
+    SideConfig writer;
+    writer.bytes = 60000;
+    writer.max_write = 3000;
+    writer.rx_buf_size = 64;
+    writer.tx_buf_size = 1024;
+    writer.tx_bufs = 4;
+    writer.nodelay = true; // segments go at once: often nothing queued
+    writer.idle_per_mille = 50;
+    SideConfig reader = writer;
+    reader.bytes = 0;
+    reader.rx_bufs = 16;
+    reader.max_read = 4096;
+    reader.rx_grow_max = 1024;
+    reader.idle_per_mille = 0;
+    std::size_t shrinks = 0;
+    std::size_t answers = 0;
+    for (std::uint64_t seed = 1; seed <= 20; seed++) {
+        const Result r = Simulate(seed, writer, reader);
+        ASSERT_SIM_OK(r);
+        shrinks += r.stats[0].shrinks;
+        answers += r.stats[0].grown;
+        EXPECT_EQ(r.stats[0].grown, r.stats[1].resizes) << "seed " << seed;
+    }
+    EXPECT_GT(shrinks, 20u);
+    EXPECT_GT(answers, 2 * shrinks) << "each shrink answered, and a growth after it";
+}
+
 // Slow readers: the receiving application sleeps for long stretches, so the
 // sender runs out of credits again and again and must be released by credit
 // updates once the reader catches up.
@@ -347,6 +380,7 @@ SideConfig RandomSide(Rng& rng)
     c.shutdown_per_mille = rng.per_mille(300) ? 20 : 0;
     c.pause_per_mille = rng.per_mille(300) ? static_cast<unsigned>(rng.range(10, 300)) : 0;
     c.pause_steps = static_cast<unsigned>(rng.range(10, 2000));
+    c.idle_per_mille = rng.per_mille(300) ? 30 : 0;
     return c;
 }
 
