@@ -110,6 +110,7 @@ extern struct workqueue_struct *sdp_zc_wq;
 /* ---- tunables (sdp_sysctl.c, net.sdp.*) ---------------------------------- */
 extern int sysctl_sdp_buf_size;	      /* bytes per ring buffer, BSDH included */
 extern int sysctl_sdp_buf_size_initial; /* receive buffers until the peer asks */
+extern int sysctl_sdp_buf_idle_ms; /* an idle stream's buffers shrink after (0: never) */
 extern int sysctl_sdp_ring_min;	      /* buffers per ring, at least */
 extern int sysctl_sdp_ring_max;	      /* buffers per ring, at most */
 extern int sysctl_sdp_inline_thresh;  /* inline sends up to this many bytes */
@@ -350,9 +351,10 @@ struct sdp_sock {
 	struct sdp_ring tx;
 	struct sdp_ring ctl;
 	u32 buf_size; /* send buffers, and the most a receive buffer grows to */
-	/* Receive buffers that grow (sdp_rx.c): the size posted from now on,
-	 * and the size the answer to the peer's ChRcvBuf carries once every
-	 * posted buffer has it (0: no request waiting).  Socket lock.
+	/* Receive buffers that grow and shrink (sdp_rx.c): the size posted
+	 * from now on, and the size the answer to the peer's ChRcvBuf carries
+	 * once every posted buffer has it (0: no request waiting).  Socket
+	 * lock.
 	 */
 	u32 rx_size;
 	u32 rx_grow_to;
@@ -361,8 +363,8 @@ struct sdp_sock {
 	 */
 	u64 rx_unread_max;
 	/* Send buffers that grow: the size of those allocated last; grown
-	 * (sdp_grow_work()) when the peer's buffers take larger segments.
-	 * Socket lock.
+	 * (sdp_grow_work()) when the peer's buffers take larger segments,
+	 * shrunk with the segments of an idle stream.  Socket lock.
 	 */
 	u32 tx_size;
 	bool tx_grow_failed; /* no memory for it: do not try again */
@@ -560,6 +562,11 @@ struct sdp_sock {
 	struct delayed_work keepalive_work;
 	struct delayed_work fin_work;
 	struct delayed_work ack_work; /* delayed acknowledgement (Nagle) */
+	/* An idle stream's buffers shrink (sdp_rx.c); tx_data_at: jiffies
+	 * of the last Data segment posted.  Socket lock.
+	 */
+	struct delayed_work idle_work;
+	unsigned long tx_data_at;
 	struct delayed_work zc_grace_work; /* an offer waits for a reader */
 	/*
 	 * MSG_ZEROCOPY (or SEND_ZC) sends that returned with their SrcAvails
@@ -739,6 +746,8 @@ enum sdp_counter {
 	SDP_CNT_RX_GROWN,	  /* receive buffers grown at the peer's request */
 	SDP_CNT_RX_GROW_REFUSED, /* ... not: no memory */
 	SDP_CNT_RX_BUFS_ADDED,	  /* receive buffers added for a lagging reader */
+	SDP_CNT_RX_SHRUNK,	  /* receive buffers shrunk at the peer's request */
+	SDP_CNT_TX_SHRUNK,	  /* send buffers shrunk: the stream went idle */
 	SDP_CNT_MAX
 };
 
@@ -856,6 +865,7 @@ void sdp_buf_swap(struct ib_device *dev, struct sdp_buf *b,
 		  enum dma_data_direction dir);
 int sdp_rx_ring_init(struct sdp_ring *rx);
 void sdp_grow_work(struct work_struct *work);
+void sdp_idle_work(struct work_struct *work);
 void sdp_seg_max_changed(struct sock *sk);
 u32 sdp_tx_seg_cap(const struct sdp_sock *ssk, const struct sdp_buf *b);
 void sdp_rx_ring_fini(struct sdp_ring *rx);

@@ -263,6 +263,8 @@ static const char *const sdp_counter_names[SDP_CNT_MAX] = {
 	[SDP_CNT_RX_GROWN] = "rx_buffers_grown",
 	[SDP_CNT_RX_GROW_REFUSED] = "rx_buffers_grow_refused",
 	[SDP_CNT_RX_BUFS_ADDED] = "rx_buffers_added",
+	[SDP_CNT_RX_SHRUNK] = "rx_buffers_shrunk",
+	[SDP_CNT_TX_SHRUNK] = "tx_buffers_shrunk",
 };
 
 /* Message names as sdpstat knows them (tx_<name>, rx_<name>). */

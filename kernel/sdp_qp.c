@@ -451,6 +451,8 @@ void sdp_destroy_resources(struct sock *sk)
 		sock_put(sk);
 	if (cancel_delayed_work(&ssk->ack_work))
 		sock_put(sk);
+	if (cancel_delayed_work(&ssk->idle_work))
+		sock_put(sk);
 	if (cancel_delayed_work(&ssk->zc_grace_work))
 		sock_put(sk);
 	if (cancel_delayed_work(&ssk->tx_watch_work))

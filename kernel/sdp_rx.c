@@ -53,12 +53,18 @@ static struct sdp_buf *sdp_rx_unread(struct sdp_ring *rx, u32 n)
 	return rx->unread[n % rx->cap];
 }
 
-/* The send buffer size the peer's buffers call for, if ours are smaller. */
+/*
+ * The send buffer size the peer's buffers call for, if ours differ: larger
+ * when they grew (unless that failed before), smaller when our idle stream
+ * shrank them.
+ */
 static u32 sdp_tx_grow_want(struct sdp_sock *ssk)
 {
 	u32 want = min(ssk->seg_max + SDP_BSDH_SIZE, ssk->buf_size);
 
-	return !ssk->tx_grow_failed && want > ssk->tx_size ? want : 0;
+	if (want == ssk->tx_size || (want > ssk->tx_size && ssk->tx_grow_failed))
+		return 0;
+	return want;
 }
 
 static void sdp_grow_queue(struct sock *sk)
@@ -80,6 +86,11 @@ static void sdp_grow_queue(struct sock *sk)
  * those or in a later one: the answer (ChRcvBufAck) is due then
  * (sdp_rx_grow_check()).  Without the memory the answer carries the
  * current size, a refusal the peer lives with.
+ *
+ * The same goes the other way when the peer's stream went idle and it asks
+ * for its first size again: smaller buffers replace the large ones as
+ * they come back, and the peer's credit updates consume the large buffers
+ * still posted (sdp_core_tx_idle()); the answer goes once none is posted.
  */
 static void sdp_rx_grow_check(struct sdp_sock *ssk)
 {
@@ -88,10 +99,10 @@ static void sdp_rx_grow_check(struct sdp_sock *ssk)
 
 	sock_owned_by_me(&ssk->sk);
 
-	if (!ssk->rx_grow_to || ssk->rx_size < ssk->rx_grow_to)
+	if (!ssk->rx_grow_to || ssk->rx_size != ssk->rx_grow_to)
 		return;
 	for (n = rx->done; n != rx->post; n++) {
-		if (rx->posted[n % rx->cap]->size < ssk->rx_grow_to)
+		if (rx->posted[n % rx->cap]->size != ssk->rx_grow_to)
 			return;
 	}
 	sdp_core_rx_resized(&ssk->core, ssk->rx_grow_to);
@@ -272,16 +283,21 @@ static struct sdp_buf *sdp_rx_coalesce(struct sdp_sock *ssk, struct sdp_buf *b)
 	return prev;
 }
 
-/* The peer's ChRcvBuf: grow in a work item, or answer with what we have. */
+/*
+ * The peer's ChRcvBuf: grow or shrink in a work item, or answer with what
+ * we have.
+ */
 static void sdp_rx_grow(struct sock *sk, u32 asked)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 
 	sock_owned_by_me(sk);
 
-	ssk->rx_grow_to = min(asked, ssk->buf_size);
-	if (ssk->rx_grow_to <= ssk->rx_size) {
-		ssk->rx_grow_to = ssk->rx_size;
+	ssk->rx_grow_to = clamp_t(u32, asked, SDP_MIN_BUF_SIZE, ssk->buf_size);
+	if (ssk->rx_grow_to == ssk->rx_size)
+		return;
+	if (ssk->rx_grow_to < ssk->rx_size) {
+		sdp_grow_queue(sk);
 		return;
 	}
 	/* Buffers added for a backlog of small messages would all grow:
@@ -516,10 +532,21 @@ static void sdp_rx_refill(struct sock *sk)
 	sdp_push(sk, 0);
 }
 
+static void sdp_buf_drop_next(struct ib_device *dev, struct sdp_buf *b,
+			      enum dma_data_direction dir)
+{
+	sdp_buf_release(dev, b->next, b->next_dma, b->next_size, dir);
+	b->next = NULL;
+	b->next_dma = 0;
+	b->next_size = 0;
+}
+
 /*
- * A larger buffer for every buffer of ring r smaller than `size`, charged
- * like the rings (sdp_create_resources()).  All or nothing: false if the
- * memory is not there.
+ * A buffer of `size` bytes for every buffer of ring r of another size
+ * (b->next, swapped in when the buffer is free), charged like the rings
+ * (sdp_create_resources()).  A replacement of another size that was still
+ * waiting goes.  All or nothing: false if the memory is not there, and the
+ * ring is as it was but for those.
  */
 static bool sdp_ring_grow_alloc(struct sdp_sock *ssk, struct sdp_ring *r,
 				u32 size, enum dma_data_direction dir)
@@ -537,7 +564,9 @@ static bool sdp_ring_grow_alloc(struct sdp_sock *ssk, struct sdp_ring *r,
 		void *data;
 		u64 dma;
 
-		if (b->size >= size || b->next)
+		if (b->next && b->next_size != size)
+			sdp_buf_drop_next(dev, b, dir);
+		if (b->size == size || b->next)
 			continue;
 		data = kmalloc(size, SDP_GFP_CONN);
 		if (!data) {
@@ -557,36 +586,81 @@ static bool sdp_ring_grow_alloc(struct sdp_sock *ssk, struct sdp_ring *r,
 	set_active_memcg(old_memcg);
 	if (ok)
 		return true;
-	for (i = 0; i < r->count; i++) {
-		struct sdp_buf *b = &r->bufs[i];
-
-		sdp_buf_release(dev, b->next, b->next_dma, b->next_size, dir);
-		b->next = NULL;
-		b->next_dma = 0;
-		b->next_size = 0;
-	}
+	for (i = 0; i < r->count; i++)
+		sdp_buf_drop_next(dev, &r->bufs[i], dir);
 	return false;
 }
 
 /*
- * The core's seg_max changed (the connection was established, or the
- * peer's buffers grew): send buffers follow in the work item.
+ * Buffers that shrink when the stream goes idle.  Once our segments grew
+ * (the peer's buffers took larger ones), the idle work looks again
+ * net.sdp.buf_idle_ms after the last Data segment went: with nothing
+ * queued or in flight on the send ring, the core asks the peer to go back
+ * to its first size (sdp_core_tx_idle()), and our send buffers follow the
+ * smaller segments (sdp_seg_max_changed()).  A later stream grows both
+ * again.
+ */
+static void sdp_idle_arm(struct sock *sk, unsigned long delay)
+{
+	sock_owned_by_me(sk);
+
+	sock_hold(sk);
+	if (!queue_delayed_work(sdp_wq, &sdp_sk(sk)->idle_work, delay))
+		sock_put(sk); /* already pending */
+}
+
+void sdp_idle_work(struct work_struct *work)
+{
+	struct sdp_sock *ssk = container_of(to_delayed_work(work),
+					    struct sdp_sock, idle_work);
+	struct sock *sk = &ssk->sk;
+	unsigned int ms = READ_ONCE(sysctl_sdp_buf_idle_ms);
+	unsigned long idle_at;
+
+	lock_sock(sk);
+	if (!ssk->res_ready || ssk->qp_error || !ms)
+		goto out;
+	idle_at = ssk->tx_data_at + msecs_to_jiffies(ms);
+	if (time_before(jiffies, idle_at)) {
+		sdp_idle_arm(sk, idle_at - jiffies);
+		goto out;
+	}
+	/* Segments queued or not yet completed: look again later. */
+	if (ssk->tx.tail != ssk->tx.done) {
+		sdp_idle_arm(sk, msecs_to_jiffies(ms));
+		goto out;
+	}
+	if (sdp_core_tx_idle(&ssk->core))
+		sdp_push(sk, 0);
+out:
+	release_sock(sk);
+	sock_put(sk);
+}
+
+/*
+ * The core's seg_max changed (the connection was established, the peer's
+ * buffers grew, or our request to shrink them went): send buffers follow
+ * in the work item, and grown segments start the idle watch.
  */
 void sdp_seg_max_changed(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
+	u32 old = ssk->seg_max;
+	unsigned int idle_ms = READ_ONCE(sysctl_sdp_buf_idle_ms);
 
 	sock_owned_by_me(sk);
 
 	ssk->seg_max = sdp_core_seg_max(&ssk->core);
 	if (sdp_tx_grow_want(ssk))
 		sdp_grow_queue(sk);
+	if (old && ssk->seg_max > old && idle_ms)
+		sdp_idle_arm(sk, msecs_to_jiffies(idle_ms));
 }
 
 /*
- * Larger ring buffers, outside the data path: receive buffers the peer
- * asked for (sdp_rx_grow()), send buffers its larger buffers take
- * (sdp_seg_max_changed()).  Each buffer is swapped for its replacement
+ * Ring buffers of another size, outside the data path: receive buffers the
+ * peer asked for (sdp_rx_grow()), send buffers its buffers take
+ * (sdp_seg_max_changed()), larger for a stream, smaller once it idled.  Each buffer is swapped for its replacement
  * when it is free: before it is posted again (receive) or filled again
  * (send).
  */
@@ -599,11 +673,12 @@ void sdp_grow_work(struct work_struct *work)
 	lock_sock(sk);
 	if (!ssk->res_ready || ssk->qp_error)
 		goto out;
-	if (ssk->rx_grow_to > ssk->rx_size) {
+	if (ssk->rx_grow_to && ssk->rx_grow_to != ssk->rx_size) {
 		if (sdp_ring_grow_alloc(ssk, &ssk->rx, ssk->rx_grow_to,
 					DMA_FROM_DEVICE)) {
+			SDP_INC(sk, ssk->rx_grow_to > ssk->rx_size ?
+				SDP_CNT_RX_GROWN : SDP_CNT_RX_SHRUNK);
 			ssk->rx_size = ssk->rx_grow_to;
-			SDP_INC(sk, SDP_CNT_RX_GROWN);
 		} else {
 			ssk->rx_grow_to = ssk->rx_size;
 			SDP_INC(sk, SDP_CNT_RX_GROW_REFUSED);
@@ -618,10 +693,15 @@ void sdp_grow_work(struct work_struct *work)
 	}
 	want = sdp_tx_grow_want(ssk);
 	if (want) {
-		if (sdp_ring_grow_alloc(ssk, &ssk->tx, want, DMA_TO_DEVICE))
+		if (sdp_ring_grow_alloc(ssk, &ssk->tx, want, DMA_TO_DEVICE)) {
+			if (want < ssk->tx_size) {
+				SDP_INC(sk, SDP_CNT_TX_SHRUNK);
+				ssk->tx_grow_failed = false;
+			}
 			ssk->tx_size = want;
-		else
+		} else if (want > ssk->tx_size) {
 			ssk->tx_grow_failed = true;
+		}
 	}
 out:
 	release_sock(sk);

@@ -134,6 +134,7 @@ static void sdp_sk_init_priv(struct sock *sk)
 	INIT_DELAYED_WORK(&ssk->fin_work, sdp_fin_timeout_work);
 	INIT_DELAYED_WORK(&ssk->keepalive_work, sdp_keepalive_work);
 	INIT_DELAYED_WORK(&ssk->ack_work, sdp_ack_work);
+	INIT_DELAYED_WORK(&ssk->idle_work, sdp_idle_work);
 	INIT_DELAYED_WORK(&ssk->zc_grace_work, sdp_zc_grace_work);
 	INIT_WORK(&ssk->zc_async_work, sdp_zc_async_work);
 	init_waitqueue_head(&ssk->zc_async_wait);

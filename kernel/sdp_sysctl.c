@@ -11,6 +11,7 @@
 
 int sysctl_sdp_buf_size = 65536;
 int sysctl_sdp_buf_size_initial = 4096;
+int sysctl_sdp_buf_idle_ms = 2000;
 int sysctl_sdp_ring_min = 8;
 int sysctl_sdp_ring_max = 256;
 int sysctl_sdp_inline_thresh = 256;
@@ -79,6 +80,15 @@ static struct ctl_table sdp_sysctl_table[] = {
 		.proc_handler = proc_dointvec_minmax,
 		.extra1 = &sdp_zero,
 		.extra2 = &sdp_buf_max,
+	},
+	{
+		.procname = "buf_idle_ms",
+		.data = &sysctl_sdp_buf_idle_ms,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_zero,
+		.extra2 = &sdp_cancel_ms_max,
 	},
 	{
 		.procname = "ring_min",

@@ -297,6 +297,9 @@ void sdp_push(struct sock *sk, unsigned int extra_opts)
 			if (sdp_post_ctl(sk, NULL, (u8)act.mid, act.hdr_len))
 				return;
 			sdp_control_sent(sk, act.mid);
+			/* A request to shrink: smaller segments from now on. */
+			if (act.mid == SDP_MID_CH_RCV_BUF)
+				sdp_seg_max_changed(sk);
 			continue;
 		}
 		if (act.kind != SDP_TXN_DATA)
@@ -308,6 +311,7 @@ void sdp_push(struct sock *sk, unsigned int extra_opts)
 			return;
 		}
 		tx->post++;
+		ssk->tx_data_at = jiffies;
 		SDP_INC_TX_MID(sk, SDP_MID_DATA);
 		SDP_ADD(sk, SDP_CNT_TX_BYTES, ring.seg_bytes);
 	}

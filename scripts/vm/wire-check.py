@@ -983,14 +983,21 @@ def check_bsdh(d):
 
 def receive_size_at(d, frame):
     """The receiver's buffer size a message of d starting at `frame` may
-    fill: its Hello's or HelloAck's, or larger once its ChRcvBufAck went
-    by (the sender learns of it no earlier than the capture shows it)."""
+    fill: its Hello's or HelloAck's, then the size of each ChRcvBufAck that
+    went by (the sender learns of it no earlier than the capture shows it),
+    and no more than a ChRcvBuf of d's that asks for smaller buffers: every
+    message after such a request fits the size it asks for."""
     if d.rcv_size is None:
         return None
+    events = [(m.first, 0, ext_u32(m, 0)) for m in d.peer.msgs
+              if m.mid == MID_CH_RCV_BUF_ACK and m.first < frame and
+              len(m.ext) >= 4]
+    events += [(m.first, 1, ext_u32(m, 0)) for m in d.msgs
+               if m.mid == MID_CH_RCV_BUF and m.first < frame and
+               len(m.ext) >= 4]
     size = d.rcv_size
-    for m in d.peer.msgs:
-        if m.mid == MID_CH_RCV_BUF_ACK and m.first < frame and len(m.ext) >= 4:
-            size = max(size, ext_u32(m, 0))
+    for _, asks, value in sorted(events):
+        size = min(size, value) if asks else value
     return size
 
 
