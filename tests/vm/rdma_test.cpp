@@ -392,6 +392,7 @@ class SysctlFor {
 TEST(BufferGrowth, AStreamGrowsTheBuffersOncePerDirection)
 {
     const SysctlFor small("buf_size_initial", "4096");
+    const SysctlFor never_idle("buf_idle_ms", "0"); // counts without shrinks
     const long initial = sdp_sysctl("buf_size_initial");
     const long full = sdp_sysctl("buf_size");
     ASSERT_EQ(initial, 4096);
@@ -428,6 +429,7 @@ TEST(BufferGrowth, AStreamGrowsTheBuffersOncePerDirection)
 TEST(BufferGrowth, GrowsWhileTheReaderLagsBehind)
 {
     const SysctlFor small("buf_size_initial", "4096");
+    const SysctlFor never_idle("buf_idle_ms", "0");
     const auto before = counters();
     Pair p = connected_pair(kAddrA, 7111);
     ASSERT_GE(p.server.get(), 0);
@@ -542,6 +544,45 @@ TEST(BufferGrowth, AWriterAheadOfItsReaderDoesNotStall)
     // And the connection goes on, both ways.
     stream_checked(p.client.get(), p.server.get(), 1u << 20);
     stream_checked(p.server.get(), p.client.get(), 1u << 20);
+}
+
+// An idle stream gives its memory back (net.sdp.buf_idle_ms): the writer
+// asks the reader to go back to its first size, its credit updates consume
+// the reader's large buffers still posted, both rings end with small
+// buffers, and the next stream grows them again, every byte checked.
+TEST(BufferGrowth, AnIdleStreamShrinksTheBuffersThenGrowsThemAgain)
+{
+    const SysctlFor small("buf_size_initial", "4096");
+    const SysctlFor idle("buf_idle_ms", "200");
+    const long full = sdp_sysctl("buf_size");
+    Pair p = connected_pair(kAddrA, 7115);
+    ASSERT_GE(p.server.get(), 0);
+    const auto before = counters();
+    stream_checked(p.client.get(), p.server.get(), 4u << 20);
+    EXPECT_GE(counter_delta(before, "rx_buffers_grown"), 1u);
+    // Every request answered, the last one a shrink.
+    const auto settled = [&] {
+        const auto asked = counter_delta(before, "tx_ch_rcv_buf");
+        return max_seg(p.client.get()) == 4096 - 16 &&
+               counter_delta(before, "rx_ch_rcv_buf_ack") == asked &&
+               counter_delta(before, "tx_buffers_shrunk") >= 1;
+    };
+    ASSERT_TRUE(eventually(settled)) << "segments " << max_seg(p.client.get());
+    EXPECT_GE(counter_delta(before, "tx_ch_rcv_buf"), 2u);
+    EXPECT_GE(counter_delta(before, "rx_buffers_shrunk"), 1u);
+    EXPECT_EQ(counter_delta(before, "rx_buffers_grow_refused"), 0u);
+    EXPECT_EQ(max_seg(p.server.get()), 4096 - 16) << "the other direction never grew";
+    // Streams again, both ways, after another idle spell.
+    const auto grown = counter_delta(before, "rx_buffers_grown");
+    stream_checked(p.client.get(), p.server.get(), 2u << 20);
+    EXPECT_GT(counter_delta(before, "rx_buffers_grown"), grown);
+    stream_checked(p.server.get(), p.client.get(), 2u << 20);
+    EXPECT_TRUE(eventually([&] {
+        return max_seg(p.client.get()) == 4096 - 16 && max_seg(p.server.get()) == 4096 - 16;
+    })) << "segments "
+        << max_seg(p.client.get()) << " and " << max_seg(p.server.get());
+    EXPECT_LE(counter_delta(before, "tx_ch_rcv_buf"), 16u) << "requests run away";
+    EXPECT_GT(full, 4096);
 }
 
 // net.sdp.buf_size_initial 0: buffers of net.sdp.buf_size
