@@ -192,6 +192,11 @@ struct sdp_ring {
 	struct sdp_buf **unread;
 	struct sdp_buf **free;
 	u32 nfree;
+	/* Entries of bufs below count whose buffer was given back (no data,
+	 * size 0, in no FIFO): an idle stream's ring went back to its first
+	 * number of buffers (sdp_rx_trim()).  sdp_rx_add() fills them first.
+	 */
+	u32 empty;
 };
 
 static inline struct sdp_buf *sdp_ring_buf(struct sdp_ring *r, u32 n)
@@ -362,6 +367,12 @@ struct sdp_sock {
 	 * reader lags (sdp_rx_more_check()).  Set with the resources.
 	 */
 	u64 rx_unread_max;
+	/* The receive ring's first number of buffers, and whether buffers
+	 * added since are given back as they come free (the peer's stream
+	 * idled).  Socket lock.
+	 */
+	u32 rx_base;
+	bool rx_trim;
 	/* Send buffers that grow: the size of those allocated last; grown
 	 * (sdp_grow_work()) when the peer's buffers take larger segments,
 	 * shrunk with the segments of an idle stream.  Socket lock.
@@ -747,6 +758,7 @@ enum sdp_counter {
 	SDP_CNT_RX_GROW_REFUSED, /* ... not: no memory */
 	SDP_CNT_RX_BUFS_ADDED,	  /* receive buffers added for a lagging reader */
 	SDP_CNT_RX_SHRUNK,	  /* receive buffers shrunk at the peer's request */
+	SDP_CNT_RX_BUFS_REMOVED, /* added buffers given back when it idled */
 	SDP_CNT_TX_SHRUNK,	  /* send buffers shrunk: the stream went idle */
 	SDP_CNT_MAX
 };

@@ -264,6 +264,7 @@ static const char *const sdp_counter_names[SDP_CNT_MAX] = {
 	[SDP_CNT_RX_GROW_REFUSED] = "rx_buffers_grow_refused",
 	[SDP_CNT_RX_BUFS_ADDED] = "rx_buffers_added",
 	[SDP_CNT_RX_SHRUNK] = "rx_buffers_shrunk",
+	[SDP_CNT_RX_BUFS_REMOVED] = "rx_buffers_removed",
 	[SDP_CNT_TX_SHRUNK] = "tx_buffers_shrunk",
 };
 

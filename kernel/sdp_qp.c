@@ -241,6 +241,8 @@ static int sdp_create_resources_charged(struct sock *sk, struct rdma_cm_id *id)
 	 */
 	rx_cap = max(rx_count, sdp_ring_count(sk->sk_rcvbuf, ssk->rx_size));
 	ssk->rx_unread_max = (u64)rx_count * ssk->buf_size;
+	ssk->rx_base = rx_count;
+	ssk->rx_trim = false;
 
 	ssk->pd = ib_alloc_pd(dev, 0);
 	if (IS_ERR(ssk->pd)) {

@@ -117,17 +117,63 @@ static void sdp_rx_grow_check(struct sdp_sock *ssk)
  * unread data has taken all but a quarter of the ring, sdp_rx_add_work()
  * adds buffers (of the current size), up to rx_unread_max unread bytes,
  * the ring's cap, and twice rx_unread_max of buffer memory.  They stay
- * until the connection ends: memory follows the largest backlog.
+ * while the stream goes on; once the peer's stream idles (its ChRcvBuf
+ * asks for smaller buffers) those beyond the first number are given back
+ * as they come free instead of being posted again (sdp_rx_trim()).  The
+ * credits they stood for were spent by the messages that filled them, so
+ * the peer never counts on a buffer that is gone.
  */
+static u32 sdp_rx_live(const struct sdp_ring *rx)
+{
+	return rx->count - rx->empty;
+}
+
 static bool sdp_rx_more_wanted(struct sdp_sock *ssk)
 {
 	struct sdp_ring *rx = &ssk->rx;
 
 	sock_owned_by_me(&ssk->sk);
 
-	return rx->count < rx->cap && !rx->nfree &&
-	       sdp_rx_posted(ssk) <= rx->count / 4 &&
+	return sdp_rx_live(rx) < rx->cap && !rx->nfree &&
+	       sdp_rx_posted(ssk) <= sdp_rx_live(rx) / 4 &&
 	       ssk->rcv_nxt - ssk->copied_seq < ssk->rx_unread_max;
+}
+
+/* A free buffer given back instead of posted again; true if it was. */
+static bool sdp_rx_trim(struct sdp_sock *ssk, struct sdp_buf *b)
+{
+	struct sdp_ring *rx = &ssk->rx;
+	struct ib_device *dev = ssk->pd->device;
+
+	sock_owned_by_me(&ssk->sk);
+
+	if (!ssk->rx_trim)
+		return false;
+	if (sdp_rx_live(rx) <= ssk->rx_base) {
+		ssk->rx_trim = false;
+		return false;
+	}
+	sdp_buf_release(dev, b->next, b->next_dma, b->next_size,
+			DMA_FROM_DEVICE);
+	sdp_buf_release(dev, b->data, b->dma, b->size, DMA_FROM_DEVICE);
+	memset(b, 0, sizeof(*b));
+	rx->empty++;
+	SDP_INC(&ssk->sk, SDP_CNT_RX_BUFS_REMOVED);
+	return true;
+}
+
+/* An entry of bufs for a new buffer: a given-back one first. */
+static struct sdp_buf *sdp_rx_slot(struct sdp_ring *rx)
+{
+	u32 i;
+
+	if (!rx->empty)
+		return &rx->bufs[rx->count];
+	for (i = 0; i < rx->count; i++) {
+		if (!rx->bufs[i].data)
+			return &rx->bufs[i];
+	}
+	return NULL; /* not reached: empty counts such entries */
 }
 
 static void sdp_rx_more_check(struct sock *sk)
@@ -151,12 +197,12 @@ static bool sdp_rx_add(struct sdp_sock *ssk)
 	for (i = 0; i < rx->count; i++)
 		bytes += max(rx->bufs[i].size, rx->bufs[i].next_size);
 	/* Half the ring again: a few steps to the cap. */
-	add = min(rx->cap - rx->count, max(rx->count / 2, 1U));
+	add = min(rx->cap - sdp_rx_live(rx), max(sdp_rx_live(rx) / 2, 1U));
 	old_memcg = set_active_memcg(ssk->sk.sk_memcg);
 	for (i = 0; i < add; i++) {
-		struct sdp_buf *b = &rx->bufs[rx->count];
+		struct sdp_buf *b = sdp_rx_slot(rx);
 
-		if (bytes + ssk->rx_size > 2 * ssk->rx_unread_max)
+		if (!b || bytes + ssk->rx_size > 2 * ssk->rx_unread_max)
 			break;
 		if (sdp_buf_alloc(dev, b, ssk->rx_size, DMA_FROM_DEVICE)) {
 			sdp_buf_release(dev, b->data, b->dma, b->size,
@@ -167,7 +213,10 @@ static bool sdp_rx_add(struct sdp_sock *ssk)
 		}
 		bytes += b->size;
 		rx->free[rx->nfree++] = b;
-		rx->count++;
+		if (b == &rx->bufs[rx->count])
+			rx->count++;
+		else
+			rx->empty--;
 		SDP_INC(&ssk->sk, SDP_CNT_RX_BUFS_ADDED);
 	}
 	set_active_memcg(old_memcg);
@@ -198,6 +247,10 @@ int sdp_post_recvs(struct sock *sk)
 		};
 		int err;
 
+		if (sdp_rx_trim(ssk, b)) {
+			rx->nfree--;
+			continue;
+		}
 		sdp_buf_swap(dev, b, DMA_FROM_DEVICE);
 		sge.addr = b->dma;
 		sge.length = b->size;
@@ -297,13 +350,16 @@ static void sdp_rx_grow(struct sock *sk, u32 asked)
 	if (ssk->rx_grow_to == ssk->rx_size)
 		return;
 	if (ssk->rx_grow_to < ssk->rx_size) {
+		/* The peer idles: the added buffers go too. */
+		ssk->rx_trim = true;
 		sdp_grow_queue(sk);
 		return;
 	}
+	ssk->rx_trim = false;
 	/* Buffers added for a backlog of small messages would all grow:
 	 * keep the ring within the memory sdp_rx_add() allows.
 	 */
-	if ((u64)ssk->rx.count * ssk->rx_grow_to > 2 * ssk->rx_unread_max) {
+	if ((u64)sdp_rx_live(&ssk->rx) * ssk->rx_grow_to > 2 * ssk->rx_unread_max) {
 		ssk->rx_grow_to = ssk->rx_size;
 		SDP_INC(sk, SDP_CNT_RX_GROW_REFUSED);
 		return;
@@ -566,7 +622,8 @@ static bool sdp_ring_grow_alloc(struct sdp_sock *ssk, struct sdp_ring *r,
 
 		if (b->next && b->next_size != size)
 			sdp_buf_drop_next(dev, b, dir);
-		if (b->size == size || b->next)
+		/* A given-back entry (receive ring) has no buffer to replace. */
+		if (!b->data || b->size == size || b->next)
 			continue;
 		data = kmalloc(size, SDP_GFP_CONN);
 		if (!data) {

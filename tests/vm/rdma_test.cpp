@@ -585,6 +585,30 @@ TEST(BufferGrowth, AnIdleStreamShrinksTheBuffersThenGrowsThemAgain)
     EXPECT_GT(full, 4096);
 }
 
+// A reader that lagged made its ring add buffers; once the writer's stream
+// idles they are given back as they come free, down to the ring's first
+// number, and the next stream still arrives whole.
+TEST(BufferGrowth, AddedBuffersGoBackWhenTheStreamIdles)
+{
+    const SysctlFor small("buf_size_initial", "4096");
+    const SysctlFor idle("buf_idle_ms", "200");
+    Pair p = connected_pair(kAddrA, 7116);
+    ASSERT_GE(p.server.get(), 0);
+    const int off = 0;
+    ASSERT_EQ(setsockopt(p.client.get(), SOL_SDP, SDP_ZCOPY_THRESH, &off, sizeof(off)), 0);
+    const auto before = counters();
+    EXPECT_TRUE(written_before_read(p.client.get(), p.server.get(), 400000)) << "SDP stalled";
+    const auto added = counter_delta(before, "rx_buffers_added");
+    ASSERT_GT(added, 0u);
+    EXPECT_TRUE(eventually([&] { return counter_delta(before, "rx_buffers_removed") == added; }))
+        << counter_delta(before, "rx_buffers_removed") << " of " << added << " given back";
+    EXPECT_TRUE(eventually([&] {
+        return counter_delta(before, "rx_ch_rcv_buf_ack") == counter_delta(before, "tx_ch_rcv_buf");
+    })) << "a request unanswered";
+    stream_checked(p.client.get(), p.server.get(), 1u << 20);
+    stream_checked(p.server.get(), p.client.get(), 1u << 20);
+}
+
 // net.sdp.buf_size_initial 0: buffers of net.sdp.buf_size
 // from the start, nothing to ask for.
 TEST(BufferGrowth, InitialZeroStartsAtTheFullSize)
