@@ -490,6 +490,9 @@ void Harness::after_build(int s, const u8* hdr, int rc, u32 mid, u32 payload, u3
     CHECK(m.bsdh.len <= d.peer_rcv_size);
     if (mid == SDP_MID_DATA)
         CHECK(m.bsdh.len <= d.tx_buf_size);
+    // A request to shrink: every message after it fits the size it asks.
+    if (mid == SDP_MID_CH_RCV_BUF && m.rcv_buf_size < d.peer_rcv_size)
+        d.peer_rcv_size = m.rcv_buf_size;
     d.sent++;
     d.stream_sent += payload;
     d.pending -= payload;
@@ -1344,6 +1347,9 @@ void Harness::op()
         break;
     case Op::kAckRequest:
         sdp_core_ack_request(&d.conn);
+        // The host's idle timer too, as it fires: with nothing queued.
+        if (d.pending == 0 && sdp_core_tx_idle(&d.conn) == 1)
+            push_next(s, 0, 4);
         break;
     case Op::kShutdown:
         d.shut = true;
