@@ -695,6 +695,24 @@ out:
 }
 
 /*
+ * Swap every free send buffer for its replacement now: an idle stream
+ * takes no slot for a fresh segment, where the swap happens otherwise
+ * (sdp_tx_segment()), and would keep both.  Entries [done, tail) are in
+ * flight or queued; the rest are free.
+ */
+static void sdp_tx_swap_free(struct sdp_sock *ssk)
+{
+	struct sdp_ring *tx = &ssk->tx;
+	u32 n;
+
+	sock_owned_by_me(&ssk->sk);
+
+	for (n = tx->tail; n != tx->done + tx->count; n++)
+		sdp_buf_swap(ssk->pd->device, sdp_ring_buf(tx, n),
+			     DMA_TO_DEVICE);
+}
+
+/*
  * The core's seg_max changed (the connection was established, the peer's
  * buffers grew, or our request to shrink them went): send buffers follow
  * in the work item, and grown segments start the idle watch.
@@ -756,6 +774,7 @@ void sdp_grow_work(struct work_struct *work)
 				ssk->tx_grow_failed = false;
 			}
 			ssk->tx_size = want;
+			sdp_tx_swap_free(ssk);
 		} else if (want > ssk->tx_size) {
 			ssk->tx_grow_failed = true;
 		}
