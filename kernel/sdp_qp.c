@@ -84,6 +84,17 @@ static void sdp_ring_free(struct ib_device *dev, struct sdp_ring *r,
 	memset(r, 0, sizeof(*r));
 }
 
+/* Bytes of a ring's buffers and of their waiting replacements. */
+u64 sdp_ring_bytes(const struct sdp_ring *r)
+{
+	u64 bytes = 0;
+	u32 i;
+
+	for (i = 0; r->bufs && i < r->count; i++)
+		bytes += r->bufs[i].size + r->bufs[i].next_size;
+	return bytes;
+}
+
 /* Map a new ring buffer of `size` bytes into b (empty before). */
 int sdp_buf_alloc(struct ib_device *dev, struct sdp_buf *b, u32 size,
 		  enum dma_data_direction dir)

@@ -1255,6 +1255,8 @@ static int sdp_getsockopt(struct socket *sock, int level, int optname,
 
 		lock_sock(sk);
 		st = ssk->stats;
+		st.rx_ring_bytes = sdp_ring_bytes(&ssk->rx);
+		st.tx_ring_bytes = sdp_ring_bytes(&ssk->tx);
 		release_sock(sk);
 		len = min_t(unsigned int, len, sizeof(st));
 		if (put_user(len, optlen) || copy_to_user(optval, &st, len))

@@ -123,6 +123,11 @@ struct sdp_sock_stats {
 	__sdp_u64 fallback_reg;	     /* registration failed */
 	__sdp_u64 fallback_peek;     /* MSG_PEEK over an offer: SendSM */
 	__sdp_u64 fallback_no_reader; /* an offer nobody read in time: SendSM */
+	/* Now, not counters: bytes of the receive and send rings' buffers
+	 * (replacements of another size waiting to be swapped in included).
+	 */
+	__sdp_u64 rx_ring_bytes;
+	__sdp_u64 tx_ring_bytes;
 };
 
 #endif /* _UAPI_SDP_H */

@@ -363,6 +363,15 @@ void stream_checked(int from, int to, size_t n)
     EXPECT_EQ(bad, 0u) << "the stream arrived incomplete or corrupted";
 }
 
+// The socket's SDP_STATS (zero if the call fails, which the test then sees).
+sdp_sock_stats sock_stats(int fd)
+{
+    sdp_sock_stats st{};
+    socklen_t len = sizeof(st);
+    EXPECT_EQ(getsockopt(fd, SOL_SDP, SDP_STATS, &st, &len), 0) << strerror(errno);
+    return st;
+}
+
 // A net.sdp sysctl set for one test, its value restored after.
 class SysctlFor {
   public:
@@ -557,6 +566,10 @@ TEST(BufferGrowth, AnIdleStreamShrinksTheBuffersThenGrowsThemAgain)
     const long full = sdp_sysctl("buf_size");
     Pair p = connected_pair(kAddrA, 7115);
     ASSERT_GE(p.server.get(), 0);
+    const sdp_sock_stats fresh_c = sock_stats(p.client.get());
+    const sdp_sock_stats fresh_s = sock_stats(p.server.get());
+    ASSERT_GT(fresh_c.tx_ring_bytes, 0u);
+    ASSERT_GT(fresh_s.rx_ring_bytes, 0u);
     const auto before = counters();
     stream_checked(p.client.get(), p.server.get(), 4u << 20);
     EXPECT_GE(counter_delta(before, "rx_buffers_grown"), 1u);
@@ -572,6 +585,14 @@ TEST(BufferGrowth, AnIdleStreamShrinksTheBuffersThenGrowsThemAgain)
     EXPECT_GE(counter_delta(before, "rx_buffers_shrunk"), 1u);
     EXPECT_EQ(counter_delta(before, "rx_buffers_grow_refused"), 0u);
     EXPECT_EQ(max_seg(p.server.get()), 4096 - 16) << "the other direction never grew";
+    // The memory too: both rings hold what they held when new.
+    EXPECT_TRUE(eventually([&] {
+        return sock_stats(p.client.get()).tx_ring_bytes == fresh_c.tx_ring_bytes &&
+               sock_stats(p.server.get()).rx_ring_bytes == fresh_s.rx_ring_bytes;
+    })) << "send ring "
+        << sock_stats(p.client.get()).tx_ring_bytes << " B, new " << fresh_c.tx_ring_bytes
+        << "; receive ring " << sock_stats(p.server.get()).rx_ring_bytes << " B, new "
+        << fresh_s.rx_ring_bytes;
     // Streams again, both ways, after another idle spell.
     const auto grown = counter_delta(before, "rx_buffers_grown");
     stream_checked(p.client.get(), p.server.get(), 2u << 20);
@@ -596,12 +617,17 @@ TEST(BufferGrowth, AddedBuffersGoBackWhenTheStreamIdles)
     ASSERT_GE(p.server.get(), 0);
     const int off = 0;
     ASSERT_EQ(setsockopt(p.client.get(), SOL_SDP, SDP_ZCOPY_THRESH, &off, sizeof(off)), 0);
+    const sdp_sock_stats fresh_s = sock_stats(p.server.get());
     const auto before = counters();
     EXPECT_TRUE(written_before_read(p.client.get(), p.server.get(), 400000)) << "SDP stalled";
     const auto added = counter_delta(before, "rx_buffers_added");
     ASSERT_GT(added, 0u);
     EXPECT_TRUE(eventually([&] { return counter_delta(before, "rx_buffers_removed") == added; }))
         << counter_delta(before, "rx_buffers_removed") << " of " << added << " given back";
+    EXPECT_TRUE(eventually([&] {
+        return sock_stats(p.server.get()).rx_ring_bytes == fresh_s.rx_ring_bytes;
+    })) << "receive ring "
+        << sock_stats(p.server.get()).rx_ring_bytes << " B, new " << fresh_s.rx_ring_bytes;
     EXPECT_TRUE(eventually([&] {
         return counter_delta(before, "rx_ch_rcv_buf_ack") == counter_delta(before, "tx_ch_rcv_buf");
     })) << "a request unanswered";
