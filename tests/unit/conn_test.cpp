@@ -1408,6 +1408,15 @@ sdp_core_tx_action TxNext(sdp_core_conn* c, unsigned seg, unsigned queued, unsig
     return act;
 }
 
+// A writer with 64 KiB send buffers, a reader with 4 KiB receive buffers.
+Sizes GrowingSizes()
+{
+    Sizes s;
+    s.active_tx = 65536;
+    s.passive_rx = 4096;
+    return s;
+}
+
 Bytes ResizeMsg(unsigned mid, unsigned size, unsigned mseq, unsigned mseq_ack)
 {
     Bytes m = Raw(mid, 0, 8, mseq, mseq_ack, 0, 4);
@@ -1435,10 +1444,7 @@ TEST(ConnResize, HelloAndHelloAckAnnounceIt)
 // host says its buffers are posted; the writer's segments grow.
 TEST(ConnResize, TheSourceAsksAndGrowsOnTheAnswer)
 {
-    Sizes s;
-    s.active_tx = 65536;
-    s.passive_rx = 4096;
-    Pair p(s);
+    Pair p(GrowingSizes());
     p.Connect();
     ASSERT_EQ(sdp_core_seg_max(&p.active), 4096 - kBsdh);
     unsigned char hdr[kBsdh];
@@ -1491,10 +1497,7 @@ TEST(ConnResize, TheSourceAsksAndGrowsOnTheAnswer)
 
 TEST(ConnResize, RefusedAnswerKeepsTheSegments)
 {
-    Sizes s;
-    s.active_tx = 65536;
-    s.passive_rx = 4096;
-    Pair p(s);
+    Pair p(GrowingSizes());
     p.Connect();
     unsigned char hdr[kBsdh];
     unsigned char ctl[64];
@@ -1564,10 +1567,7 @@ void GrowActive(Pair& p, unsigned char* hdr, unsigned char* ctl)
 // buffers until the answer; then a stream asks to grow again.
 TEST(ConnResize, AnIdleSourceShrinksThePeerThenGrowsAgain)
 {
-    Sizes s;
-    s.active_tx = 65536;
-    s.passive_rx = 4096;
-    Pair p(s);
+    Pair p(GrowingSizes());
     p.Connect();
     unsigned char hdr[kBsdh];
     unsigned char ctl[64];
@@ -1616,9 +1616,7 @@ TEST(ConnResize, AnIdleSourceShrinksThePeerThenGrowsAgain)
 
 TEST(ConnResize, ShrinkProtocolErrorsAndRefusals)
 {
-    Sizes s;
-    s.active_tx = 65536;
-    s.passive_rx = 4096;
+    const Sizes s = GrowingSizes();
     unsigned char hdr[kBsdh];
     unsigned char ctl[64];
     sdp_core_rx rx{};

@@ -102,7 +102,9 @@ TEST(Sim, HalfCloseKeepsGrantingCredits)
 // the new size, and the writer's segments grow.  A reader that refuses
 // answers with its current size and the segments stay as they were.  The
 // model fails the run if a message lands in a buffer too small for it.
-TEST(Sim, ReceiveBuffersGrowWhenTheWriterAsks)
+// A writer whose send buffers (1 KiB) are larger than the 64-byte receive
+// buffers both sides start with.
+SideConfig GrowingWriter()
 {
     SideConfig writer;
     writer.bytes = 60000;
@@ -110,6 +112,12 @@ TEST(Sim, ReceiveBuffersGrowWhenTheWriterAsks)
     writer.rx_buf_size = 64;
     writer.tx_buf_size = 1024;
     writer.tx_bufs = 4;
+    return writer;
+}
+
+TEST(Sim, ReceiveBuffersGrowWhenTheWriterAsks)
+{
+    const SideConfig writer = GrowingWriter();
     SideConfig reader = writer;
     reader.bytes = 0;
     reader.rx_bufs = 4;
@@ -139,12 +147,7 @@ TEST(Sim, ReceiveBuffersGrowWhenTheWriterAsks)
 // and the stream arrives whole.
 TEST(Sim, ReceiveBuffersShrinkWhenTheWriterIdles)
 {
-    SideConfig writer;
-    writer.bytes = 60000;
-    writer.max_write = 3000;
-    writer.rx_buf_size = 64;
-    writer.tx_buf_size = 1024;
-    writer.tx_bufs = 4;
+    SideConfig writer = GrowingWriter();
     writer.nodelay = true; // segments go at once: often nothing queued
     writer.idle_per_mille = 50;
     SideConfig reader = writer;
