@@ -574,7 +574,8 @@ struct sdp_sock {
 	struct delayed_work fin_work;
 	struct delayed_work ack_work; /* delayed acknowledgement (Nagle) */
 	/* An idle stream's buffers shrink (sdp_rx.c); tx_data_at: jiffies
-	 * of the last Data segment posted.  Socket lock.
+	 * of the last Data segment, SrcAvail or RdmaWrCompl posted.  Socket
+	 * lock.
 	 */
 	struct delayed_work idle_work;
 	unsigned long tx_data_at;

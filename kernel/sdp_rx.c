@@ -651,7 +651,8 @@ static bool sdp_ring_grow_alloc(struct sdp_sock *ssk, struct sdp_ring *r,
 /*
  * Buffers that shrink when the stream goes idle.  Once our segments grew
  * (the peer's buffers took larger ones), the idle work looks again
- * net.sdp.buf_idle_ms after the last Data segment went: with nothing
+ * net.sdp.buf_idle_ms after the stream last moved bytes (a Data segment,
+ * or a zero-copy transfer's SrcAvail or RdmaWrCompl): with nothing
  * queued or in flight on the send ring, the core asks the peer to go back
  * to its first size (sdp_core_tx_idle()), and our send buffers follow the
  * smaller segments (sdp_seg_max_changed()).  A later stream grows both

@@ -197,6 +197,9 @@ int sdp_post_ctl(struct sock *sk, struct ib_send_wr *before, u8 mid, u32 len)
 		return -EIO;
 	}
 	ctl->post++;
+	/* Zero copy moves stream bytes too: the stream is not idle. */
+	if (mid == SDP_MID_SRC_AVAIL || mid == SDP_MID_RDMA_WR_COMPL)
+		ssk->tx_data_at = jiffies;
 	SDP_INC_TX_MID(sk, mid);
 	return 0;
 }
