@@ -538,10 +538,15 @@ TEST_F(ForkDuringZeroCopy, DataIntactChildrenExitCleanly)
     unsigned char* const scribble[] = {send_a.data(), send_b.data(), recv_a.data(), recv_b.data()};
     const size_t scribble_len[] = {kSendChunk, kSendChunk, kRecvChunk, kRecvChunk};
 
+    // The senders go on past kTotal until the forking thread has forked
+    // kMinForks times, so a slow guest cannot end the transfers before the
+    // forks this test is about; the receivers read to the end of the stream.
+    constexpr int kMinForks = 5;
     std::atomic<int> running{4};
+    std::atomic<bool> forked_enough{false};
     auto sender = [&](int fd, std::vector<unsigned char>& buf, uint64_t seed, std::string* err) {
-        for (size_t off = 0; off < kTotal;) {
-            const size_t n = std::min(buf.size(), kTotal - off);
+        for (size_t off = 0; off < kTotal || !forked_enough.load();) {
+            const size_t n = off < kTotal ? std::min(buf.size(), kTotal - off) : buf.size();
             fill(buf.data(), n, off, seed);
             size_t done = 0;
             while (done < n) {
@@ -555,11 +560,15 @@ TEST_F(ForkDuringZeroCopy, DataIntactChildrenExitCleanly)
             }
             off += n;
         }
+        shutdown(fd, SHUT_WR);
         running--;
     };
     auto receiver = [&](int fd, std::vector<unsigned char>& buf, uint64_t seed, std::string* err) {
-        for (size_t off = 0; off < kTotal;) {
-            const ssize_t r = recv(fd, buf.data(), std::min(buf.size(), kTotal - off), 0);
+        size_t off = 0;
+        for (;;) {
+            const ssize_t r = recv(fd, buf.data(), buf.size(), 0);
+            if (r == 0 && off >= kTotal)
+                break;
             if (r <= 0) {
                 *err = "recv at " + std::to_string(off) + ": " +
                        (r == 0 ? std::string("EOF") : std::string(strerror(errno)));
@@ -588,6 +597,8 @@ TEST_F(ForkDuringZeroCopy, DataIntactChildrenExitCleanly)
     int forks = 0, forks_while_pinned = 0, bad_children = 0;
     std::string child_status;
     while (running.load() == 4 && forks < 60) {
+        if (forks >= kMinForks)
+            forked_enough = true;
         sleep_ms(40);
         const bool pinned = pins_outstanding() > 0;
         const pid_t pid = fork();
@@ -616,6 +627,7 @@ TEST_F(ForkDuringZeroCopy, DataIntactChildrenExitCleanly)
         if (pinned)
             forks_while_pinned++;
     }
+    forked_enough = true;
     ta.join();
     tb.join();
     ra.join();
