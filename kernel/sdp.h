@@ -1024,5 +1024,7 @@ enum sdp_fault_kind {
 };
 
 int sdp_fault_post(enum sdp_fault_kind kind);
+int sdp_qp_post_send(struct sdp_sock *ssk, const struct ib_send_wr *wr,
+		     enum sdp_fault_kind kind);
 
 #endif /* SDP_KERNEL_SDP_H */

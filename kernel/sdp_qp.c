@@ -141,6 +141,29 @@ static void sdp_cq_comp_handler(struct ib_cq *cq, void *ctx)
 		queue_work(sdp_wq, &sdp_sk(sk)->cq_work);
 }
 
+/*
+ * Every send-queue post (SENDs, RDMA, registrations, invalidations), with
+ * the test hook's injected failures first.  Softirqs are off around the
+ * post: Soft-RoCE before Linux 6.4 hands a kernel QP's new work requests
+ * to a tasklet, and a tasklet scheduled from process context wakes
+ * ksoftirqd, a context switch per post before the packet even leaves.
+ * With softirqs off the tasklet runs at local_bh_enable(), in the caller,
+ * as rxe runs a user-space QP's sends.  Posting is legal in atomic context
+ * for every provider; on hardware it is a doorbell either way.
+ */
+int sdp_qp_post_send(struct sdp_sock *ssk, const struct ib_send_wr *wr,
+		     enum sdp_fault_kind kind)
+{
+	int err = sdp_fault_post(kind);
+
+	if (err)
+		return err;
+	local_bh_disable();
+	err = ib_post_send(ssk->qp, wr, NULL);
+	local_bh_enable();
+	return err;
+}
+
 static void sdp_cq_event_handler(struct ib_event *ev, void *ctx)
 {
 	pr_warn_ratelimited("CQ event %s\n", ib_event_msg(ev->event));

@@ -165,8 +165,7 @@ static int sdp_post_send(struct sdp_sock *ssk, struct sdp_ring *r,
 		last->next = &wr;
 	}
 	idle = !sdp_tx_outstanding(ssk);
-	err = sdp_fault_post(SDP_FAULT_SEND) ?:
-	      ib_post_send(ssk->qp, before ?: &wr, NULL);
+	err = sdp_qp_post_send(ssk, before ?: &wr, SDP_FAULT_SEND);
 	if (err) {
 		pr_warn_ratelimited("ib_post_send failed: %d\n", err);
 		return err;
@@ -744,8 +743,7 @@ static int sdp_keepalive_probe(struct sock *sk)
 	if (ssk->ka_probe_out)
 		return -EBUSY;
 	idle = !sdp_tx_outstanding(ssk);
-	err = sdp_fault_post(SDP_FAULT_RDMA) ?:
-	      ib_post_send(ssk->qp, &wr.wr, NULL);
+	err = sdp_qp_post_send(ssk, &wr.wr, SDP_FAULT_RDMA);
 	if (err) {
 		sdp_qp_failed(sk);
 		return err;

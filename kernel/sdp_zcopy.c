@@ -158,8 +158,7 @@ static int sdp_zc_post_any(struct sock *sk, struct ib_send_wr *first)
 
 	if (!ssk->res_ready || ssk->qp_error)
 		return -EPIPE;
-	err = sdp_fault_post(SDP_FAULT_RDMA) ?:
-	      ib_post_send(ssk->qp, first, NULL);
+	err = sdp_qp_post_send(ssk, first, SDP_FAULT_RDMA);
 	if (err) {
 		pr_warn_ratelimited("zero-copy post failed: %d\n", err);
 		sdp_qp_failed(sk);
