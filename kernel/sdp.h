@@ -58,8 +58,9 @@
  * which takes the socket lock: neither is called with it held.
  *
  * Without any lock:
- *   - the CQ's completion handler (interrupt context) reads busy_polling and
- *     queues cq_work; the QP's event handler (atomic) reads cm_id;
+ *   - the CQ's completion handler (interrupt context) reads cq_claims and
+ *     wakes the claimers or queues cq_work; the QP's event handler (atomic)
+ *     reads cm_id;
  *   - poll() and /proc/net/sdp read states, stream positions and ring
  *     counters with READ_ONCE (their writers use WRITE_ONCE where a reader
  *     without the lock cares): a snapshot, possibly a moment stale;
@@ -399,10 +400,12 @@ struct sdp_sock {
 	bool orphan_teardown;
 	bool abort_pending;   /* AbortConn posted: disconnect on completion */
 	bool established_once;
-	/* A reader polls the CQ: no completion work.  WRITE_ONCE; read by the
-	 * CQ's completion handler (interrupt context).
+	/* Threads in a socket call that poll the CQ before they leave it
+	 * (sdp_cq_claim()): while there is one, the completion handler wakes
+	 * it instead of queueing the completion work.  Read by the handler
+	 * (interrupt context).
 	 */
-	bool busy_polling;
+	atomic_t cq_claims;
 	/* A zero-copy send (receive) owns the transmit (receive) side and
 	 * its struct sdp_zc_map, across its waits with the socket lock
 	 * dropped: other threads' sends (receives) keep off.
@@ -865,6 +868,8 @@ bool sdp_poll_cq(struct sock *sk, bool arm);
 void sdp_qp_failed(struct sock *sk);
 int sdp_post_drain_recv(struct sock *sk);
 void sdp_process_completions(struct sock *sk, bool arm);
+void sdp_cq_claim(struct sock *sk);
+void sdp_cq_unclaim(struct sock *sk);
 void sdp_sock_put_deferred(struct sock *sk);
 void sdp_put_work(struct work_struct *work);
 

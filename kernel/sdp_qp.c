@@ -132,13 +132,53 @@ static int sdp_ring_alloc(struct ib_device *dev, struct sdp_ring *r, u32 count,
 	return 0;
 }
 
+/*
+ * A thread that claimed the CQ (sdp_cq_claim()) handles the completion: it
+ * is woken if it sleeps (recvmsg, a send waiting for ring space), which
+ * saves the completion work's context switch and its wake-up of that same
+ * thread.  Sleepers that claimed nothing re-check their conditions and
+ * wait again; the claimer's processing wakes them for what it finds.
+ */
 static void sdp_cq_comp_handler(struct ib_cq *cq, void *ctx)
 {
 	struct sock *sk = ctx;
+	struct socket_wq *wq;
 
-	/* A reader busy-polling the CQ handles it; see sdp_rx_busy_poll(). */
-	if (!READ_ONCE(sdp_sk(sk)->busy_polling))
+	if (!atomic_read(&sdp_sk(sk)->cq_claims)) {
 		queue_work(sdp_wq, &sdp_sk(sk)->cq_work);
+		return;
+	}
+	rcu_read_lock();
+	wq = rcu_dereference(sk->sk_wq);
+	if (skwq_has_sleeper(wq))
+		wake_up_interruptible_poll(&wq->wait, EPOLLIN | EPOLLRDNORM);
+	rcu_read_unlock();
+}
+
+/*
+ * The caller, in a socket call with the lock held, polls the CQ itself
+ * before it leaves the call (sdp_cq_unclaim()), also across a wait with
+ * the lock dropped; completions meanwhile wake it rather than queue the
+ * completion work.
+ */
+void sdp_cq_claim(struct sock *sk)
+{
+	sock_owned_by_me(sk);
+	atomic_inc(&sdp_sk(sk)->cq_claims);
+}
+
+/*
+ * Give the claim back and handle what came, arming the CQ.  The barrier
+ * orders the count's store before the poll's loads: a handler that still
+ * saw the claim (and queued nothing) ran before this point, so the poll
+ * finds its completion; one that runs after it queues the work.
+ */
+void sdp_cq_unclaim(struct sock *sk)
+{
+	sock_owned_by_me(sk);
+	atomic_dec(&sdp_sk(sk)->cq_claims);
+	smp_mb__after_atomic(); /* the claim's end before the CQ poll */
+	sdp_process_completions(sk, true);
 }
 
 /*

@@ -805,7 +805,7 @@ static bool sdp_rx_busy_poll(struct sock *sk, u64 seq)
 	if (!poll_us || !ssk->res_ready || !sdp_established(sk))
 		return false;
 	end = local_clock() + (u64)poll_us * NSEC_PER_USEC;
-	WRITE_ONCE(ssk->busy_polling, true);
+	sdp_cq_claim(sk);
 	for (;;) {
 		sdp_process_completions(sk, false);
 		if (ssk->rcv_nxt != seq || sk->sk_err || ssk->rsa_avail ||
@@ -826,14 +826,7 @@ static bool sdp_rx_busy_poll(struct sock *sk, u64 seq)
 	/* Completions that came while the handler left them to us are
 	 * picked up here, and the CQ is armed again.
 	 */
-	WRITE_ONCE(ssk->busy_polling, false);
-	/*
-	 * Order the flag's store before the CQ poll's loads: a completion
-	 * handler that still saw busy_polling set (and queued nothing) ran
-	 * before this point, so the poll below finds its completion.
-	 */
-	smp_mb();
-	sdp_process_completions(sk, true);
+	sdp_cq_unclaim(sk);
 	return found || ssk->rcv_nxt != seq;
 }
 
@@ -1027,7 +1020,11 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 		{
 			DEFINE_WAIT_FUNC(wait, woken_wake_function);
 
+			/* On the queue before the claim: a completion
+			 * after the claim finds this reader to wake.
+			 */
 			add_wait_queue(sk_sleep(sk), &wait);
+			sdp_cq_claim(sk);
 			sk_wait_event(sk, &timeo,
 				      READ_ONCE(ssk->rcv_nxt) !=
 					      (peek ? peek_seq : ssk->copied_seq) ||
@@ -1038,6 +1035,7 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 				      (ssk->urg_state == SDP_URG_VALID && !copied),
 				      &wait);
 			remove_wait_queue(sk_sleep(sk), &wait);
+			sdp_cq_unclaim(sk);
 		}
 		sdp_rx_waiting(ssk, -1);
 	} while (copied < len);

@@ -619,12 +619,14 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 				goto do_error;
 			}
 			add_wait_queue(sk_sleep(sk), &wait);
+			sdp_cq_claim(sk);
 			sk_wait_event(sk, &timeo,
 				      (sdp_tx_room(ssk) && !sdp_tx_held(ssk)) ||
 				      READ_ONCE(sk->sk_err) ||
 				      (READ_ONCE(sk->sk_shutdown) & SEND_SHUTDOWN) ||
 				      READ_ONCE(ssk->qp_error), &wait);
 			remove_wait_queue(sk_sleep(sk), &wait);
+			sdp_cq_unclaim(sk);
 			continue;
 		}
 		n = min_t(size_t, msg_data_left(msg),
@@ -649,7 +651,12 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 		if (b->end - SDP_BSDH_SIZE >= sdp_tx_seg_cap(ssk, b))
 			sdp_push(sk, 0);
 	}
+	/* A send completion that comes during the post (Soft-RoCE before
+	 * 6.4 runs the transfer in it) is handled here, not by the work.
+	 */
+	sdp_cq_claim(sk);
 	sdp_push(sk, (flags & MSG_MORE) ? SDP_TXO_CORK : 0);
+	sdp_cq_unclaim(sk);
 	if (notify)
 		sdp_zc_notify(sk, notify, bcopied);
 	release_sock(sk);
