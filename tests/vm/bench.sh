@@ -39,7 +39,7 @@
 #
 # The tools take turns size by size, so a slow spell of the host (TCG shares
 # its cores with whatever else runs there) hits every tool of a size rather
-# than one tool; then the points the goals use (64 KiB stream, 64 B
+# than one tool; then the points the goals use (64 KiB stream, 64 B and 1 KiB
 # ping-pong, 1 MiB zero-copy stream against the RDMA Read and Write
 # ceilings) are measured again, --rounds in all (default 3): the report
 # takes the best of them, interference only ever slows things down.  The
@@ -106,6 +106,7 @@ in_list() { # VALUE ELEMENT...: 0 if VALUE is one of the elements
 # The goal points (scripts/bench/report.py).
 goal_bw_size=65536
 goal_lat_size=64
+goal_lat2_size=1024
 goal_zc_size=1048576
 # Past this many seconds the extra rounds are skipped: the guest's watchdog
 # (make bench: 900 s) must never cut the run short.
@@ -598,6 +599,10 @@ for r in $(seq 2 "$rounds"); do
 	sb sdp stream $goal_bw_size "-r$r"
 	ib_lat $goal_lat_size "-r$r"
 	sb sdp pingpong $goal_lat_size "-r$r"
+	if in_list $goal_lat2_size "${size_list[@]}"; then
+		ib_lat $goal_lat2_size "-r$r"
+		sb sdp pingpong $goal_lat2_size "-r$r"
+	fi
 	if [ $have_zc_goal = 1 ]; then
 		perftest_bw read $goal_zc_size "-r$r"
 		perftest_bw write $goal_zc_size "-r$r"
