@@ -57,7 +57,10 @@ class Connection {
     bool src_room() const;
     void set_src_limit(u32 n)
     {
-        src_limit_ = n == 0 ? 1 : n < SDP_CORE_MAX_ADVERTS ? n : SDP_CORE_MAX_ADVERTS;
+        // At most SDP_CORE_MAX_ADVERTS (4): the narrowing keeps the value.
+        src_limit_ = static_cast<u8>(n == 0                     ? 1
+                                     : n < SDP_CORE_MAX_ADVERTS ? n
+                                                                : SDP_CORE_MAX_ADVERTS);
     }
     u32 sink_len() const { return psink_.usable ? psink_.len : 0; }
     bool wr_compl_pending() const { return wr_compl_due_ != 0; }
