@@ -218,7 +218,14 @@ enum sdp_wr_ring {
 #define SDP_WR_RING(id) ((u32)((id) >> 32))
 
 #define SDP_MIN_BUF_SIZE 1024 /* net.sdp.buf_size and buf_size_initial */
-#define SDP_CTL_RING 8 /* control messages: DisConn, credit updates, aborts */
+/*
+ * Control messages (DisConn, credit updates, aborts, zero-copy adverts).
+ * 7, not 8: with the default 8 data sends, zero copy's SDP_ZC_WRS and the
+ * keepalive probe the send queue takes 31 work requests, and providers
+ * size queues in powers of two with a slot to spare (rxe: max_wr + 1),
+ * so 32 would double the send queue's memory.
+ */
+#define SDP_CTL_RING 7
 #define SDP_CTL_BUF_SIZE 64 /* the largest control message is SinkAvail (36) */
 
 /*
