@@ -385,7 +385,7 @@ struct sdp_sock {
 	 * (sdp_grow_work()) when the peer's buffers take larger segments,
 	 * shrunk with the segments of an idle stream.  Socket lock.
 	 */
-	u32 tx_size;
+	u32 tx_size; /* of send buffers allocated from now on */
 	bool tx_grow_failed; /* no memory for it: do not try again */
 	u32 seg_max;
 	bool res_ready;	 /* QP and rings exist; WRITE_ONCE (poll) */
@@ -1028,11 +1028,12 @@ void sdp_proc_exit(void);
 int sdp_sysctl_init(void);
 void sdp_sysctl_exit(void);
 
-/* sdp_fault.c: injected post failures, for tests. */
+/* sdp_fault.c: injected post and allocation failures, for tests. */
 enum sdp_fault_kind {
 	SDP_FAULT_SEND = 1,
 	SDP_FAULT_RECV = 2,
 	SDP_FAULT_RDMA = 4,
+	SDP_FAULT_ALLOC = 8, /* a send buffer allocated on first use */
 };
 
 int sdp_fault_post(enum sdp_fault_kind kind);

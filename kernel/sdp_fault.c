@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Fault injection for tests: work-request posts that fail, as a broken
- * device or a full queue would make them fail.  Soft-RoCE never fails a
+ * device or a full queue would make them fail, and send-buffer allocations
+ * that fail, as they do under memory pressure.  Soft-RoCE never fails a
  * post, and Debian's kernels have neither CONFIG_FAULT_INJECTION nor
  * function error injection, so sdp.ko carries its own hook: two root-only
  * module parameters, off by default, one atomic read per post when off.
  *
  *   fail_post_kinds  which posts may fail: a mask of 1 (data and control
  *                    SENDs), 2 (receives), 4 (zero-copy registrations,
- *                    reads, writes and invalidations, keepalive probes)
+ *                    reads, writes and invalidations, keepalive probes),
+ *                    8 (send buffers allocated on first use: -ENOMEM)
  *   fail_posts       how many of the next such posts fail with -EIO,
  *                    counted down as they do (reads 0 once spent)
  *
@@ -50,10 +52,10 @@ static const struct kernel_param_ops sdp_fail_posts_ops = {
 
 module_param_cb(fail_posts, &sdp_fail_posts_ops, NULL, 0600);
 MODULE_PARM_DESC(fail_posts,
-		 "test hook: fail the next N posts of fail_post_kinds (-EIO)");
+		 "test hook: fail the next N posts (-EIO) or allocations (-ENOMEM) of fail_post_kinds");
 module_param_named(fail_post_kinds, sdp_fail_post_kinds, uint, 0600);
 MODULE_PARM_DESC(fail_post_kinds,
-		 "test hook: posts fail_posts applies to: 1 sends, 2 receives, 4 zero copy and probes");
+		 "test hook: what fail_posts applies to: 1 sends, 2 receives, 4 zero copy and probes, 8 send-buffer allocations");
 
 int sdp_fault_post(enum sdp_fault_kind kind)
 {
@@ -63,6 +65,7 @@ int sdp_fault_post(enum sdp_fault_kind kind)
 		return 0;
 	if (atomic_dec_if_positive(&sdp_fail_posts) < 0)
 		return 0;
-	pr_info("injected post failure (kind %d)\n", kind);
-	return -EIO;
+	pr_info("injected %s failure (kind %d)\n",
+		kind == SDP_FAULT_ALLOC ? "allocation" : "post", kind);
+	return kind == SDP_FAULT_ALLOC ? -ENOMEM : -EIO;
 }

@@ -4,7 +4,11 @@
  * queue pair and the three registered rings (receive, data send, control
  * send), created once at connection setup and freed at teardown.  The rings'
  * buffers are DMA-mapped once and used with the PD's local DMA key: the data
- * path never registers memory and never allocates.
+ * path never registers memory.  Receive and control buffers exist from the
+ * start (the peer's credits are posted receives); a data send buffer is
+ * allocated when a send first needs it (sdp_tx_buf_ready()), so a
+ * connection that never writes holds none, and an idle writer gives its
+ * buffers back (sdp_grow_work()).
  *
  * Completions: the CQ's handler (interrupt context) only schedules
  * sdp_cq_work, which polls the CQ under the socket lock and hands each
@@ -111,9 +115,13 @@ int sdp_buf_alloc(struct ib_device *dev, struct sdp_buf *b, u32 size,
 	return 0;
 }
 
-/* count buffers of `size` bytes, with room for cap (>= count) of them. */
+/*
+ * A ring of count entries, with room for cap (>= count) of them, the first
+ * `alloc` (<= count) with a buffer of `size` bytes.
+ */
 static int sdp_ring_alloc(struct ib_device *dev, struct sdp_ring *r, u32 count,
-			  u32 cap, u32 size, enum dma_data_direction dir)
+			  u32 cap, u32 alloc, u32 size,
+			  enum dma_data_direction dir)
 {
 	u32 i;
 	int err;
@@ -124,7 +132,7 @@ static int sdp_ring_alloc(struct ib_device *dev, struct sdp_ring *r, u32 count,
 		return -ENOMEM;
 	r->cap = cap;
 	r->count = count;
-	for (i = 0; i < count; i++) {
+	for (i = 0; i < alloc; i++) {
 		err = sdp_buf_alloc(dev, &r->bufs[i], size, dir);
 		if (err)
 			return err;
@@ -364,16 +372,17 @@ static int sdp_create_resources_charged(struct sock *sk, struct rdma_cm_id *id)
 	ssk->zc_nmaps = 0;
 	ssk->zc_async_max = 0;
 
-	err = sdp_ring_alloc(dev, &ssk->rx, rx_count, rx_cap, ssk->rx_size,
-			     DMA_FROM_DEVICE);
+	err = sdp_ring_alloc(dev, &ssk->rx, rx_count, rx_cap, rx_count,
+			     ssk->rx_size, DMA_FROM_DEVICE);
 	if (!err)
 		err = sdp_rx_ring_init(&ssk->rx);
-	if (!err)
-		err = sdp_ring_alloc(dev, &ssk->tx, tx_count, tx_count,
+	if (!err) /* buffers on first use */
+		err = sdp_ring_alloc(dev, &ssk->tx, tx_count, tx_count, 0,
 				     ssk->tx_size, DMA_TO_DEVICE);
 	if (!err)
 		err = sdp_ring_alloc(dev, &ssk->ctl, SDP_CTL_RING, SDP_CTL_RING,
-				     SDP_CTL_BUF_SIZE, DMA_TO_DEVICE);
+				     SDP_CTL_RING, SDP_CTL_BUF_SIZE,
+				     DMA_TO_DEVICE);
 	if (err)
 		goto fail;
 

@@ -622,7 +622,9 @@ static bool sdp_ring_grow_alloc(struct sdp_sock *ssk, struct sdp_ring *r,
 
 		if (b->next && b->next_size != size)
 			sdp_buf_drop_next(dev, b, dir);
-		/* A given-back entry (receive ring) has no buffer to replace. */
+		/* A given-back receive entry, or a send entry not used since
+		 * the ring was new or idle, has no buffer to replace.
+		 */
 		if (!b->data || b->size == size || b->next)
 			continue;
 		data = kmalloc(size, SDP_GFP_CONN);
@@ -714,6 +716,30 @@ static void sdp_tx_swap_free(struct sdp_sock *ssk)
 }
 
 /*
+ * The stream idled and its segments got smaller: the free send buffers go,
+ * and the next segments get buffers of the new size when they need them
+ * (sdp_tx_buf_ready()).  An idle writer holds no send buffer.
+ */
+static void sdp_tx_release_free(struct sdp_sock *ssk)
+{
+	struct ib_device *dev = ssk->pd->device;
+	struct sdp_ring *tx = &ssk->tx;
+	u32 n;
+
+	sock_owned_by_me(&ssk->sk);
+
+	for (n = tx->tail; n != tx->done + tx->count; n++) {
+		struct sdp_buf *b = sdp_ring_buf(tx, n);
+
+		sdp_buf_drop_next(dev, b, DMA_TO_DEVICE);
+		sdp_buf_release(dev, b->data, b->dma, b->size, DMA_TO_DEVICE);
+		b->data = NULL;
+		b->dma = 0;
+		b->size = 0;
+	}
+}
+
+/*
  * The core's seg_max changed (the connection was established, the peer's
  * buffers grew, or our request to shrink them went): send buffers follow
  * in the work item, and grown segments start the idle watch.
@@ -736,9 +762,10 @@ void sdp_seg_max_changed(struct sock *sk)
 /*
  * Ring buffers of another size, outside the data path: receive buffers the
  * peer asked for (sdp_rx_grow()), send buffers its buffers take
- * (sdp_seg_max_changed()), larger for a stream, smaller once it idled.  Each buffer is swapped for its replacement
- * when it is free: before it is posted again (receive) or filled again
- * (send).
+ * (sdp_seg_max_changed()), larger for a stream, smaller once it idled.
+ * Each buffer is swapped for its replacement when it is free: before it is
+ * posted again (receive) or filled again (send).  Send buffers do not
+ * shrink that way: an idle writer's free ones go (sdp_tx_release_free()).
  */
 void sdp_grow_work(struct work_struct *work)
 {
@@ -768,17 +795,18 @@ void sdp_grow_work(struct work_struct *work)
 		sdp_rx_refill(sk);
 	}
 	want = sdp_tx_grow_want(ssk);
-	if (want) {
+	if (want > ssk->tx_size) {
 		if (sdp_ring_grow_alloc(ssk, &ssk->tx, want, DMA_TO_DEVICE)) {
-			if (want < ssk->tx_size) {
-				SDP_INC(sk, SDP_CNT_TX_SHRUNK);
-				ssk->tx_grow_failed = false;
-			}
 			ssk->tx_size = want;
 			sdp_tx_swap_free(ssk);
-		} else if (want > ssk->tx_size) {
+		} else {
 			ssk->tx_grow_failed = true;
 		}
+	} else if (want) {
+		SDP_INC(sk, SDP_CNT_TX_SHRUNK);
+		ssk->tx_grow_failed = false;
+		ssk->tx_size = want;
+		sdp_tx_release_free(ssk);
 	}
 out:
 	release_sock(sk);

@@ -10,7 +10,9 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/memcontrol.h>
 #include <linux/scatterlist.h>
+#include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/uio.h>
 
@@ -376,11 +378,63 @@ u32 sdp_tx_seg_cap(const struct sdp_sock *ssk, const struct sdp_buf *b)
 	return min_t(u32, ssk->seg_max, b->size - SDP_BSDH_SIZE);
 }
 
-/* The queued segment new bytes can join, or a fresh one; NULL if none. */
+/*
+ * Memory for the free send buffer b before it is filled: the replacement
+ * the grow work made (sdp_buf_swap()), or a buffer of tx_size if b has
+ * none yet, or one larger than tx_size from before the stream idled.
+ * Charged like the rings (sdp_create_resources()).  If tx_size bytes are
+ * not there, a page will do (smaller segments), and a larger buffer b
+ * already has is kept; with no memory at all, -ENOBUFS for the send, as
+ * connect() reports a connection's missing memory.
+ */
+static int sdp_tx_buf_ready(struct sdp_sock *ssk, struct sdp_buf *b)
+{
+	struct ib_device *dev = ssk->pd->device;
+	struct sdp_buf fresh = {};
+	struct mem_cgroup *old_memcg;
+	u32 size = ssk->tx_size;
+	int err;
+
+	sock_owned_by_me(&ssk->sk);
+
+	sdp_buf_swap(dev, b, DMA_TO_DEVICE);
+	if (b->data && b->size <= size)
+		return 0;
+	old_memcg = set_active_memcg(ssk->sk.sk_memcg);
+	err = sdp_fault_post(SDP_FAULT_ALLOC);
+	if (!err)
+		err = sdp_buf_alloc(dev, &fresh, size, DMA_TO_DEVICE);
+	if (err && size > PAGE_SIZE && !b->data) {
+		sdp_buf_release(dev, fresh.data, fresh.dma, fresh.size,
+				DMA_TO_DEVICE);
+		fresh = (struct sdp_buf){};
+		err = sdp_buf_alloc(dev, &fresh, PAGE_SIZE, DMA_TO_DEVICE);
+	}
+	set_active_memcg(old_memcg);
+	if (err) {
+		sdp_buf_release(dev, fresh.data, fresh.dma, fresh.size,
+				DMA_TO_DEVICE);
+		if (b->data)
+			return 0;
+		SDP_INC(&ssk->sk, SDP_CNT_ERR_RESOURCES);
+		return -ENOBUFS;
+	}
+	sdp_buf_release(dev, b->data, b->dma, b->size, DMA_TO_DEVICE);
+	b->data = fresh.data;
+	b->dma = fresh.dma;
+	b->size = fresh.size;
+	return 0;
+}
+
+/*
+ * The queued segment new bytes can join, or a fresh one; NULL if the ring
+ * is full, ERR_PTR(-ENOBUFS) if a fresh one has no memory.
+ */
 static struct sdp_buf *sdp_tx_segment(struct sdp_sock *ssk)
 {
 	struct sdp_ring *tx = &ssk->tx;
 	struct sdp_buf *b;
+	int err;
 
 	sock_owned_by_me(&ssk->sk);
 
@@ -392,7 +446,9 @@ static struct sdp_buf *sdp_tx_segment(struct sdp_sock *ssk)
 	if (tx->tail - tx->done >= tx->count)
 		return NULL;
 	b = sdp_ring_buf(tx, tx->tail);
-	sdp_buf_swap(ssk->pd->device, b, DMA_TO_DEVICE);
+	err = sdp_tx_buf_ready(ssk, b);
+	if (err)
+		return ERR_PTR(err);
 	b->end = SDP_BSDH_SIZE;
 	b->urgent = 0;
 	tx->tail++;
@@ -450,6 +506,8 @@ int sdp_tx_copy_sg(struct sock *sk, struct scatterlist *sgl,
 		if (sk->sk_err || ssk->qp_error || !ssk->res_ready)
 			return -EPIPE;
 		b = sdp_tx_segment(ssk);
+		if (IS_ERR(b))
+			return PTR_ERR(b);
 		if (!b) {
 			DEFINE_WAIT_FUNC(wait, woken_wake_function);
 			wait_queue_head_t *wq = sdp_zc_waitq(sk);
@@ -599,6 +657,10 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			continue;
 		}
 		b = sdp_tx_held(ssk) ? NULL : sdp_tx_segment(ssk);
+		if (IS_ERR(b)) {
+			err = PTR_ERR(b);
+			goto do_error;
+		}
 		if (!b) {
 			DEFINE_WAIT_FUNC(wait, woken_wake_function);
 

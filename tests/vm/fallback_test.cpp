@@ -784,9 +784,10 @@ TEST_F(NoRdmaAddress, IsTcpsOnly)
 //
 // SDP's rings are charged to the memory cgroup of the socket's owner, a
 // listener's for its connections.  At full size from the start
-// (net.sdp.buf_size_initial 0, set for these tests) they take 8 x 64 KiB
-// each way, 1 MiB a socket.  A child process in a cgroup whose limit
-// leaves it 512 KiB: no ring fits, while TCP's socket does.  With the fallback policy the
+// (net.sdp.buf_size_initial 0, set for these tests) the receive ring takes
+// 8 x 64 KiB, 512 KiB a socket, at setup (send buffers come with the first
+// send).  A child process in a cgroup whose limit leaves it 256 KiB: no
+// receive ring fits, while TCP's socket does.  With the fallback policy the
 // connection goes over TCP instead of failing: RESOURCES on the connecting side, BUSY when the
 // listener's side could not allocate.  The failed attempt's partial rings are freed by the CM's
 // worker, which may run after TCP's connection is up; TCP charges its buffers with __GFP_NOFAIL (an
@@ -794,7 +795,7 @@ TEST_F(NoRdmaAddress, IsTcpsOnly)
 // happened, before the bytes go, and the children make no charged
 // allocation (a file, a pipe's page) while it holds.
 
-constexpr long long kHeadroom = 512 * 1024;
+constexpr long long kHeadroom = 256 * 1024;
 constexpr size_t kProbeBytes = 16 * 1024;
 
 class MemcgFallback : public ::testing::Test {

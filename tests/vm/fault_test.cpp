@@ -1433,6 +1433,64 @@ INSTANTIATE_TEST_SUITE_P(
                       PostCase{"recv", 2, false, 8174}, PostCase{"zcopy_rdma", 4, true, 8176}),
     [](const ::testing::TestParamInfo<PostCase>& i) { return std::string(i.param.name); });
 
+// A send buffer is allocated when a send first needs it (sdp.ko's send
+// ring starts empty).  If that allocation fails, as it can under memory
+// pressure, the send fails with ENOBUFS - a clear error, no stall and no
+// kernel warning - and the connection is intact: the next send works and
+// the stream arrives whole, blocking or not.
+class FailedAlloc : public FaultBase {
+  protected:
+    void TearDown() override
+    {
+        write_file(kFailPosts, "0");
+        write_file(kFailPostKinds, "7");
+        FaultBase::TearDown();
+    }
+};
+
+TEST_F(FailedAlloc, SendGetsEnobufsAndTheConnectionGoesOn)
+{
+    Pair p = family_pair(Family::kSdp, kAddrA, 8178);
+    ASSERT_GE(p.server.get(), 0);
+    const int off = 0; // bcopy: the stream after the failures fills the send ring
+    ASSERT_EQ(setsockopt(p.client.get(), SOL_SDP, SDP_ZCOPY_THRESH, &off, sizeof(off)), 0);
+    set_timeouts(p.client.get(), 30);
+    set_timeouts(p.server.get(), 30);
+    ASSERT_TRUE(write_file(kFailPostKinds, "8"));
+    const unsigned char first[3] = {pattern(0), pattern(1), pattern(2)};
+    for (const int flags : {0, static_cast<int>(MSG_DONTWAIT)}) {
+        ASSERT_TRUE(write_file(kFailPosts, "1"));
+        errno = 0;
+        EXPECT_EQ(send(p.client.get(), first, sizeof(first), flags), -1);
+        EXPECT_EQ(errno, ENOBUFS) << strerror(errno);
+        EXPECT_EQ(read_file(kFailPosts).value_or("?"), "0\n") << "the injected failure never fired";
+    }
+    EXPECT_GE(delta("conn_err_resources"), 2u);
+    // Nothing of the failed sends went; the stream from its first byte does.
+    constexpr size_t kBytes = 2 * kMiB;
+    ReadEnd read_end;
+    std::thread reader([&] {
+        read_end = read_to_end(p.server.get(), 64 * kKiB, 0,
+                               [](uint64_t at, unsigned char b) { return b == pattern(at); });
+    });
+    std::vector<unsigned char> buf(100 * kKiB);
+    uint64_t sent = 0;
+    while (sent < kBytes) {
+        const size_t n = std::min<uint64_t>(buf.size(), kBytes - sent);
+        fill(buf.data(), n, sent);
+        const ssize_t r = send(p.client.get(), buf.data(), n, MSG_NOSIGNAL);
+        ASSERT_GT(r, 0) << strerror(errno);
+        sent += static_cast<uint64_t>(r);
+    }
+    shutdown(p.client.get(), SHUT_WR);
+    reader.join();
+    EXPECT_TRUE(read_end.eof) << read_end.describe();
+    EXPECT_TRUE(read_end.mismatch.empty()) << read_end.describe();
+    EXPECT_EQ(read_end.bytes, kBytes);
+    p = Pair();
+    expect_released(8178);
+}
+
 // ---- 6. at the end: no module reference left ------------------------------------
 
 // sdp.ko's reference count with no SDP socket, at the start of the binary;

@@ -9,6 +9,7 @@
 // loaded (tests/vm/tier-rdma.sh sets SDP_MODULE).
 #include "socket_util.h"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <atomic>
 #include <cerrno>
@@ -557,8 +558,9 @@ TEST(BufferGrowth, AWriterAheadOfItsReaderDoesNotStall)
 
 // An idle stream gives its memory back (net.sdp.buf_idle_ms): the writer
 // asks the reader to go back to its first size, its credit updates consume
-// the reader's large buffers still posted, both rings end with small
-// buffers, and the next stream grows them again, every byte checked.
+// the reader's large buffers still posted, the receive ring ends with small
+// buffers and the writer with no send buffer, as when new, and the next
+// stream grows them again, every byte checked.
 TEST(BufferGrowth, AnIdleStreamShrinksTheBuffersThenGrowsThemAgain)
 {
     const SysctlFor small("buf_size_initial", "4096");
@@ -568,7 +570,7 @@ TEST(BufferGrowth, AnIdleStreamShrinksTheBuffersThenGrowsThemAgain)
     ASSERT_GE(p.server.get(), 0);
     const sdp_sock_stats fresh_c = sock_stats(p.client.get());
     const sdp_sock_stats fresh_s = sock_stats(p.server.get());
-    ASSERT_GT(fresh_c.tx_ring_bytes, 0u);
+    ASSERT_EQ(fresh_c.tx_ring_bytes, 0u) << "a socket that never sent holds send buffers";
     ASSERT_GT(fresh_s.rx_ring_bytes, 0u);
     const auto before = counters();
     stream_checked(p.client.get(), p.server.get(), 4u << 20);
@@ -604,6 +606,38 @@ TEST(BufferGrowth, AnIdleStreamShrinksTheBuffersThenGrowsThemAgain)
         << max_seg(p.client.get()) << " and " << max_seg(p.server.get());
     EXPECT_LE(counter_delta(before, "tx_ch_rcv_buf"), 16u) << "requests run away";
     EXPECT_GT(full, 4096);
+}
+
+// Send buffers come when a send needs them, one per segment slot used and
+// of the connection's first size, so a socket that only reads, or has not
+// written yet, holds none; every byte still arrives.
+TEST(BufferGrowth, SendBuffersComeWithTheFirstSend)
+{
+    const SysctlFor small("buf_size_initial", "4096");
+    Pair p = connected_pair(kAddrA, 7117);
+    ASSERT_GE(p.server.get(), 0);
+    EXPECT_EQ(sock_stats(p.client.get()).tx_ring_bytes, 0u);
+    EXPECT_EQ(sock_stats(p.server.get()).tx_ring_bytes, 0u);
+    const char out = 'q';
+    char in = 0;
+    ASSERT_EQ(send(p.client.get(), &out, 1, 0), 1) << strerror(errno);
+    ASSERT_EQ(recv(p.server.get(), &in, 1, 0), 1) << strerror(errno);
+    EXPECT_EQ(in, out);
+    EXPECT_EQ(sock_stats(p.client.get()).tx_ring_bytes, 4096u) << "one segment, one buffer";
+    EXPECT_EQ(sock_stats(p.server.get()).tx_ring_bytes, 0u) << "the reader sent nothing";
+    // A stream takes as many as the ring has slots, no more: a buffer of
+    // each at most, and a replacement waiting for some (grown segments).
+    stream_checked(p.client.get(), p.server.get(), 1u << 20);
+    int sndbuf = 0;
+    socklen_t len = sizeof(sndbuf);
+    ASSERT_EQ(getsockopt(p.client.get(), SOL_SOCKET, SO_SNDBUF, &sndbuf, &len), 0);
+    const long full = sdp_sysctl("buf_size");
+    const long slots = std::clamp(sndbuf / full, sdp_sysctl("ring_min"), sdp_sysctl("ring_max"));
+    const auto ring = sock_stats(p.client.get()).tx_ring_bytes;
+    EXPECT_GT(ring, 4096u);
+    EXPECT_LE(ring, static_cast<uint64_t>(slots * (full + 4096)));
+    stream_checked(p.server.get(), p.client.get(), 1u << 20);
+    EXPECT_GT(sock_stats(p.server.get()).tx_ring_bytes, 0u);
 }
 
 // A reader that lagged made its ring add buffers; once the writer's stream
