@@ -77,5 +77,31 @@ if "$check" "$work/clean.log" "$work/bad2.log" 2>/dev/null; then
 	failures=$((failures + 1))
 fi
 
+# PID 1's panic after the power-off (the 9p root is gone) is the test
+# bed's; a problem before the power-off, or another one after it, is not.
+poweroff_panic=(
+	'[   60.49] sysrq: Power Off'
+	'[   60.51] reboot: Power down'
+	'[   60.51] Kernel panic - not syncing: Attempted to kill init! exitcode=0x00000007'
+	'[   60.51] Call Trace:'
+	'[   60.51]  panic+0x118/0x2f4'
+)
+{ printf '%s\n' "$clean"; printf '%s\n' "${poweroff_panic[@]}"; } > "$work/poweroff.log"
+if ! "$check" "$work/poweroff.log" 2>/dev/null; then
+	echo "FAIL: PID 1's panic after the power-off was reported"
+	failures=$((failures + 1))
+fi
+{ printf '%s\n' "$clean"; echo '[ 50.0] WARNING: at x'; printf '%s\n' "${poweroff_panic[@]}"; } > "$work/poweroff-bad.log"
+if "$check" "$work/poweroff-bad.log" 2>/dev/null; then
+	echo "FAIL: a warning before the power-off passed"
+	failures=$((failures + 1))
+fi
+{ printf '%s\n' "$clean"; printf '%s\n' '[ 60.5] reboot: Power down' \
+	'[ 60.5] Kernel panic - not syncing: Fatal exception'; } > "$work/poweroff-other.log"
+if "$check" "$work/poweroff-other.log" 2>/dev/null; then
+	echo "FAIL: another panic after the power-off passed"
+	failures=$((failures + 1))
+fi
+
 echo "check-dmesg: ${#reports[@]} reports + clean log, $failures failures"
 [ "$failures" = 0 ]
