@@ -892,6 +892,7 @@ int sdp_rx_ring_init(struct sdp_ring *rx);
 void sdp_grow_work(struct work_struct *work);
 void sdp_idle_work(struct work_struct *work);
 void sdp_seg_max_changed(struct sock *sk);
+void sdp_idle_watch(struct sock *sk);
 u64 sdp_ring_bytes(const struct sdp_ring *r);
 u32 sdp_tx_seg_cap(const struct sdp_sock *ssk, const struct sdp_buf *b);
 void sdp_rx_ring_fini(struct sdp_ring *rx);

@@ -651,14 +651,40 @@ static bool sdp_ring_grow_alloc(struct sdp_sock *ssk, struct sdp_ring *r,
 }
 
 /*
+ * The stream idled: the free send buffers go, and the next segments get
+ * buffers of the connection's current size when they need them
+ * (sdp_tx_buf_ready()).  An idle writer holds no send buffer.
+ */
+static void sdp_tx_release_free(struct sdp_sock *ssk)
+{
+	struct ib_device *dev = ssk->pd->device;
+	struct sdp_ring *tx = &ssk->tx;
+	u32 n;
+
+	sock_owned_by_me(&ssk->sk);
+
+	for (n = tx->tail; n != tx->done + tx->count; n++) {
+		struct sdp_buf *b = sdp_ring_buf(tx, n);
+
+		sdp_buf_drop_next(dev, b, DMA_TO_DEVICE);
+		sdp_buf_release(dev, b->data, b->dma, b->size, DMA_TO_DEVICE);
+		b->data = NULL;
+		b->dma = 0;
+		b->size = 0;
+	}
+}
+
+/*
  * Buffers that shrink when the stream goes idle.  Once our segments grew
- * (the peer's buffers took larger ones), the idle work looks again
- * net.sdp.buf_idle_ms after the stream last moved bytes (a Data segment,
- * or a zero-copy transfer's SrcAvail or RdmaWrCompl): with nothing
- * queued or in flight on the send ring, the core asks the peer to go back
- * to its first size (sdp_core_tx_idle()), and our send buffers follow the
- * smaller segments (sdp_seg_max_changed()).  A later stream grows both
- * again.
+ * (the peer's buffers took larger ones), or a send took a new send buffer
+ * (sdp_idle_watch()), the idle work looks again net.sdp.buf_idle_ms after
+ * the stream last moved bytes (a Data segment, or a zero-copy transfer's
+ * SrcAvail or RdmaWrCompl): with nothing queued or in flight on the send
+ * ring, the core asks the peer to go back to its first size
+ * (sdp_core_tx_idle()), and our send buffers follow the smaller segments
+ * (sdp_seg_max_changed()): they are released.  Segments that never grew
+ * have nothing to ask for, and the free send buffers go at once.  A later
+ * stream grows the one and allocates the other again.
  */
 static void sdp_idle_arm(struct sock *sk, unsigned long delay)
 {
@@ -692,9 +718,20 @@ void sdp_idle_work(struct work_struct *work)
 	}
 	if (sdp_core_tx_idle(&ssk->core))
 		sdp_push(sk, 0);
+	else
+		sdp_tx_release_free(ssk);
 out:
 	release_sock(sk);
 	sock_put(sk);
+}
+
+/* A send took a new send buffer: an idle writer gives it back. */
+void sdp_idle_watch(struct sock *sk)
+{
+	unsigned int ms = READ_ONCE(sysctl_sdp_buf_idle_ms);
+
+	if (ms && !delayed_work_pending(&sdp_sk(sk)->idle_work))
+		sdp_idle_arm(sk, msecs_to_jiffies(ms));
 }
 
 /*
@@ -713,30 +750,6 @@ static void sdp_tx_swap_free(struct sdp_sock *ssk)
 	for (n = tx->tail; n != tx->done + tx->count; n++)
 		sdp_buf_swap(ssk->pd->device, sdp_ring_buf(tx, n),
 			     DMA_TO_DEVICE);
-}
-
-/*
- * The stream idled and its segments got smaller: the free send buffers go,
- * and the next segments get buffers of the new size when they need them
- * (sdp_tx_buf_ready()).  An idle writer holds no send buffer.
- */
-static void sdp_tx_release_free(struct sdp_sock *ssk)
-{
-	struct ib_device *dev = ssk->pd->device;
-	struct sdp_ring *tx = &ssk->tx;
-	u32 n;
-
-	sock_owned_by_me(&ssk->sk);
-
-	for (n = tx->tail; n != tx->done + tx->count; n++) {
-		struct sdp_buf *b = sdp_ring_buf(tx, n);
-
-		sdp_buf_drop_next(dev, b, DMA_TO_DEVICE);
-		sdp_buf_release(dev, b->data, b->dma, b->size, DMA_TO_DEVICE);
-		b->data = NULL;
-		b->dma = 0;
-		b->size = 0;
-	}
 }
 
 /*

@@ -423,6 +423,7 @@ static int sdp_tx_buf_ready(struct sdp_sock *ssk, struct sdp_buf *b)
 	b->data = fresh.data;
 	b->dma = fresh.dma;
 	b->size = fresh.size;
+	sdp_idle_watch(&ssk->sk);
 	return 0;
 }
 

@@ -614,6 +614,7 @@ TEST(BufferGrowth, AnIdleStreamShrinksTheBuffersThenGrowsThemAgain)
 TEST(BufferGrowth, SendBuffersComeWithTheFirstSend)
 {
     const SysctlFor small("buf_size_initial", "4096");
+    const SysctlFor never_idle("buf_idle_ms", "0");
     Pair p = connected_pair(kAddrA, 7117);
     ASSERT_GE(p.server.get(), 0);
     EXPECT_EQ(sock_stats(p.client.get()).tx_ring_bytes, 0u);
@@ -638,6 +639,31 @@ TEST(BufferGrowth, SendBuffersComeWithTheFirstSend)
     EXPECT_LE(ring, static_cast<uint64_t>(slots * (full + 4096)));
     stream_checked(p.server.get(), p.client.get(), 1u << 20);
     EXPECT_GT(sock_stats(p.server.get()).tx_ring_bytes, 0u);
+}
+
+// A writer whose segments never grew gives its send buffers back when it
+// idles, as one that streamed does, and its next send takes one again.
+TEST(BufferGrowth, AnIdleWriterGivesBackItsSendBuffers)
+{
+    const SysctlFor small("buf_size_initial", "4096");
+    const SysctlFor idle("buf_idle_ms", "200");
+    Pair p = connected_pair(kAddrA, 7118);
+    ASSERT_GE(p.server.get(), 0);
+    for (int round = 0; round < 2; round++) {
+        const std::string out = "request " + std::to_string(round);
+        ASSERT_EQ(send(p.client.get(), out.data(), out.size(), 0), static_cast<ssize_t>(out.size()))
+            << strerror(errno);
+        std::string in(out.size(), '\0');
+        ASSERT_EQ(recv(p.server.get(), in.data(), in.size(), MSG_WAITALL),
+                  static_cast<ssize_t>(in.size()))
+            << strerror(errno);
+        EXPECT_EQ(in, out);
+        EXPECT_TRUE(eventually([&] { return sock_stats(p.client.get()).tx_ring_bytes == 0; }))
+            << "round " << round << ": the idle writer still holds "
+            << sock_stats(p.client.get()).tx_ring_bytes << " B of send buffers";
+    }
+    EXPECT_EQ(max_seg(p.client.get()), 4096 - 16) << "the segments grew";
+    stream_checked(p.client.get(), p.server.get(), 1u << 20);
 }
 
 // A reader that lagged made its ring add buffers; once the writer's stream
