@@ -384,8 +384,8 @@ u32 sdp_tx_seg_cap(const struct sdp_sock *ssk, const struct sdp_buf *b)
  * none yet, or one larger than tx_size from before the stream idled.
  * Charged like the rings (sdp_create_resources()).  If tx_size bytes are
  * not there, a page will do (smaller segments), and a larger buffer b
- * already has is kept; with no memory at all, -ENOBUFS for the send, as
- * connect() reports a connection's missing memory.
+ * already has is kept; with no memory at all, -ENOMEM, and the send waits
+ * for memory (sdp_tx_wait_memory()).
  */
 static int sdp_tx_buf_ready(struct sdp_sock *ssk, struct sdp_buf *b)
 {
@@ -414,10 +414,7 @@ static int sdp_tx_buf_ready(struct sdp_sock *ssk, struct sdp_buf *b)
 	if (err) {
 		sdp_buf_release(dev, fresh.data, fresh.dma, fresh.size,
 				DMA_TO_DEVICE);
-		if (b->data)
-			return 0;
-		SDP_INC(&ssk->sk, SDP_CNT_ERR_RESOURCES);
-		return -ENOBUFS;
+		return b->data ? 0 : -ENOMEM;
 	}
 	sdp_buf_release(dev, b->data, b->dma, b->size, DMA_TO_DEVICE);
 	b->data = fresh.data;
@@ -429,7 +426,7 @@ static int sdp_tx_buf_ready(struct sdp_sock *ssk, struct sdp_buf *b)
 
 /*
  * The queued segment new bytes can join, or a fresh one; NULL if the ring
- * is full, ERR_PTR(-ENOBUFS) if a fresh one has no memory.
+ * is full, ERR_PTR(-ENOMEM) if a fresh one has no memory.
  */
 static struct sdp_buf *sdp_tx_segment(struct sdp_sock *ssk)
 {
@@ -454,6 +451,38 @@ static struct sdp_buf *sdp_tx_segment(struct sdp_sock *ssk)
 	b->urgent = 0;
 	tx->tail++;
 	return b;
+}
+
+/*
+ * No memory for a send buffer.  As TCP's send does when an allocation
+ * fails (sk_stream_wait_memory()), a send that may block waits a little,
+ * on wq, and tries again for as long as it may block; one that may not gets
+ * EAGAIN.  0: try again.
+ */
+#define SDP_TX_MEM_WAIT (HZ / 50)
+
+static int sdp_tx_wait_memory(struct sock *sk, wait_queue_head_t *wq,
+			      long *timeo)
+{
+	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+	struct sdp_sock *ssk = sdp_sk(sk);
+	long pause;
+
+	sock_owned_by_me(sk);
+
+	if (!*timeo)
+		return -EAGAIN;
+	if (signal_pending(current))
+		return sock_intr_errno(*timeo);
+	pause = min_t(long, *timeo, SDP_TX_MEM_WAIT);
+	if (*timeo != MAX_SCHEDULE_TIMEOUT)
+		*timeo -= pause;
+	add_wait_queue(wq, &wait);
+	sk_wait_event(sk, &pause,
+		      READ_ONCE(sk->sk_err) || READ_ONCE(ssk->qp_error) ||
+		      (READ_ONCE(sk->sk_shutdown) & SEND_SHUTDOWN), &wait);
+	remove_wait_queue(wq, &wait);
+	return 0;
 }
 
 static bool sdp_tx_room(struct sdp_sock *ssk)
@@ -507,8 +536,15 @@ int sdp_tx_copy_sg(struct sock *sk, struct scatterlist *sgl,
 		if (sk->sk_err || ssk->qp_error || !ssk->res_ready)
 			return -EPIPE;
 		b = sdp_tx_segment(ssk);
-		if (IS_ERR(b))
-			return PTR_ERR(b);
+		if (IS_ERR(b)) {
+			/* The bytes are promised: the send returned. */
+			int err = sdp_tx_wait_memory(sk, sdp_zc_waitq(sk),
+						     &timeo);
+
+			if (err)
+				return err;
+			continue;
+		}
 		if (!b) {
 			DEFINE_WAIT_FUNC(wait, woken_wake_function);
 			wait_queue_head_t *wq = sdp_zc_waitq(sk);
@@ -659,8 +695,10 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 		}
 		b = sdp_tx_held(ssk) ? NULL : sdp_tx_segment(ssk);
 		if (IS_ERR(b)) {
-			err = PTR_ERR(b);
-			goto do_error;
+			err = sdp_tx_wait_memory(sk, sk_sleep(sk), &timeo);
+			if (err)
+				goto do_error;
+			continue;
 		}
 		if (!b) {
 			DEFINE_WAIT_FUNC(wait, woken_wake_function);

@@ -1387,6 +1387,59 @@ TEST_F(ZeroCopy, MsgZerocopyRestOfAGivenUpOfferGoesByBcopy)
     EXPECT_GT(st.tx_bcopy_bytes, 0u);
 }
 
+// sdp.ko's fault hook (kernel/sdp_fault.c), kind 8: the next send-buffer
+// allocations fail; restored to none when the test ends.
+class FailedAllocs {
+  public:
+    explicit FailedAllocs(int count)
+    {
+        armed_ = write_file(kKinds, "8") && write_file(kCount, std::to_string(count));
+    }
+    ~FailedAllocs()
+    {
+        write_file(kCount, "0");
+        write_file(kKinds, "7");
+    }
+    FailedAllocs(const FailedAllocs&) = delete;
+    FailedAllocs& operator=(const FailedAllocs&) = delete;
+    bool armed() const { return armed_; }
+    static bool spent() { return read_file(kCount).value_or("?") == "0\n"; }
+
+  private:
+    static constexpr const char* kCount = "/sys/module/sdp/parameters/fail_posts";
+    static constexpr const char* kKinds = "/sys/module/sdp/parameters/fail_post_kinds";
+    bool armed_ = false;
+};
+
+// The same when the send buffers that rest needs have no memory at first
+// (send buffers come with the first segment that needs them, and three
+// allocations fail): the copy waits for memory, as a blocking send does,
+// and no byte is lost though send() had returned.
+TEST_F(ZeroCopy, MsgZerocopyRestOfAGivenUpOfferWaitsForMemory)
+{
+    const int c = zerocopy_client(p_);
+    ASSERT_EQ(sock_stats(c).tx_ring_bytes, 0u) << "the send ring has buffers already";
+    std::vector<unsigned char> a(kMiB);
+    fill(a, 0, 9);
+    ASSERT_EQ(send(c, a.data(), a.size(), MSG_ZEROCOPY | MSG_NOSIGNAL),
+              static_cast<ssize_t>(a.size()))
+        << strerror(errno);
+    const FailedAllocs fail(3);
+    ASSERT_TRUE(fail.armed());
+    unsigned char head[100];
+    ASSERT_EQ(recv(p_.server.get(), head, sizeof(head), MSG_PEEK),
+              static_cast<ssize_t>(sizeof(head)))
+        << strerror(errno);
+    recv_stream(p_.server.get(), kMiB, 256 * 1024, 9);
+    EXPECT_TRUE(FailedAllocs::spent()) << "the injected failures never fired";
+    std::vector<ZcNote> notes;
+    collect_notes(c, 0, &notes);
+    ASSERT_EQ(notes.size(), 1u);
+    EXPECT_NE(notes[0].ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED, 0);
+    EXPECT_GE(delta("zcopy_fallback_send_sm"), 1u);
+    EXPECT_EQ(delta("conn_err_reset"), 0u);
+}
+
 // Once send() returned, the program may unmap the buffer before the
 // notification, or fork and let the child write to its copy: the pages
 // the peer reads stay pinned and unchanged, as TCP's skbs hold theirs.
