@@ -783,11 +783,12 @@ TEST_F(NoRdmaAddress, IsTcpsOnly)
 // ---- resources exhausted: a memory cgroup at its limit ------------------------
 //
 // SDP's rings are charged to the memory cgroup of the socket's owner, a
-// listener's for its connections.  At full size from the start
-// (net.sdp.buf_size_initial 0, set for these tests) the receive ring takes
-// 8 x 64 KiB, 512 KiB a socket, at setup (send buffers come with the first
-// send).  A child process in a cgroup whose limit leaves it 256 KiB: no
-// receive ring fits, while TCP's socket does.  With the fallback policy the
+// listener's for its connections.  At the largest size from the start
+// (net.sdp.buf_size 256 KiB and buf_size_initial 0, set for these tests)
+// the receive ring takes 8 x 256 KiB, 2 MiB a socket, at setup (send
+// buffers come with the first send).  A child process in a cgroup whose
+// limit leaves it 256 KiB: no receive ring fits, even with what reclaim may
+// find in the cgroup, while TCP's socket does.  With the fallback policy the
 // connection goes over TCP instead of failing: RESOURCES on the connecting side, BUSY when the
 // listener's side could not allocate.  The failed attempt's partial rings are freed by the CM's
 // worker, which may run after TCP's connection is up; TCP charges its buffers with __GFP_NOFAIL (an
@@ -813,6 +814,8 @@ class MemcgFallback : public ::testing::Test {
         snprintf(current_, sizeof(current_), "%s/memory.current", cg_.c_str());
         snprintf(max_, sizeof(max_), "%s/memory.max", cg_.c_str());
         saved_initial_ = read_file(kInitial).value_or("");
+        saved_size_ = read_file(kSize).value_or("");
+        ASSERT_TRUE(write_file(kSize, "262144"));
         ASSERT_TRUE(write_file(kInitial, "0"));
     }
 
@@ -820,6 +823,8 @@ class MemcgFallback : public ::testing::Test {
     {
         if (!saved_initial_.empty())
             write_file(kInitial, saved_initial_);
+        if (!saved_size_.empty())
+            write_file(kSize, saved_size_);
         if (pid_ > 0) {
             kill(pid_, SIGKILL);
             waitpid(pid_, nullptr, 0);
@@ -957,7 +962,9 @@ class MemcgFallback : public ::testing::Test {
     }
 
     static constexpr const char* kInitial = "/proc/sys/net/sdp/buf_size_initial";
+    static constexpr const char* kSize = "/proc/sys/net/sdp/buf_size";
     std::string saved_initial_;
+    std::string saved_size_;
     std::string cg_;
     char current_[256] = {};
     char max_[256] = {};
