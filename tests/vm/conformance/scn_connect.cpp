@@ -487,7 +487,12 @@ SCENARIO46("conn", "privileged_port_no_cap")
 // TCP queues backlog+1 established connections and drops further SYNs
 // (the clients retry, timing dependent), so the only observable recorded
 // is that the first drain of the accept queue, 1.5 s after the first
-// connection is queued, is within [1, backlog+1].
+// connection is queued, is within [1, backlog+1] -- give or take one per
+// CPU: TCP checks the queue's length without a lock, so handshakes that
+// complete on several CPUs at once can each add one more.  The reference's
+// connects all run in this thread; clients that fall back connect over
+// TCP from the RDMA CM's work items, on any CPU, and have queued
+// backlog+2 on a two-CPU guest.
 SCENARIO_X("conn.listen_backlog", 0, 40)
 {
     Lane& l = ctx.lane("main");
@@ -521,7 +526,8 @@ SCENARIO_X("conn.listen_backlog", 0, 40)
         servers.emplace_back(static_cast<int>(r.rc));
         accepted++;
     }
-    l.flag("first drain within [1, backlog+1]", accepted >= 1 && accepted <= kBacklog + 1);
+    const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+    l.flag("first drain within [1, backlog+CPUs]", accepted >= 1 && accepted <= kBacklog + cpus);
     // Every accepted connection works.
     int working = 0;
     for (Fd& s : servers) {
