@@ -381,6 +381,17 @@ struct sdp_sock {
 	 */
 	u32 rx_base;
 	bool rx_trim;
+	/* The completion queue grows with the receive ring (sdp_qp.c):
+	 * cq_fixed entries for the send side, the drain marker and a spare;
+	 * rx_cq_room for receive completions, the rest of its entries;
+	 * cq_base its entries when created, to which it goes back once the
+	 * ring is back to rx_base buffers.  cq_grow_refused: a resize
+	 * failed, the ring stays within rx_cq_room.  Socket lock.
+	 */
+	u32 cq_fixed;
+	u32 rx_cq_room;
+	u32 cq_base;
+	bool cq_grow_refused;
 	/* Send buffers that grow: the size of those allocated last; grown
 	 * (sdp_grow_work()) when the peer's buffers take larger segments,
 	 * shrunk with the segments of an idle stream.  Socket lock.
@@ -771,6 +782,8 @@ enum sdp_counter {
 	SDP_CNT_RX_SHRUNK,	  /* receive buffers shrunk at the peer's request */
 	SDP_CNT_RX_BUFS_REMOVED, /* added buffers given back when it idled */
 	SDP_CNT_TX_SHRUNK,	  /* send buffers shrunk: the stream went idle */
+	SDP_CNT_CQ_GROWN,	  /* a CQ resized for a receive ring that grew */
+	SDP_CNT_CQ_GROW_REFUSED, /* ... not: the device or the memory said no */
 	SDP_CNT_MAX
 };
 
@@ -879,6 +892,8 @@ void sdp_cq_claim(struct sock *sk);
 void sdp_cq_unclaim(struct sock *sk);
 void sdp_sock_put_deferred(struct sock *sk);
 void sdp_put_work(struct work_struct *work);
+bool sdp_cq_make_room(struct sdp_sock *ssk, u32 rx_want);
+void sdp_cq_shrink(struct sdp_sock *ssk, u32 rx_live);
 
 /* sdp_rx.c */
 int sdp_post_recvs(struct sock *sk);
@@ -1035,6 +1050,8 @@ enum sdp_fault_kind {
 	SDP_FAULT_RECV = 2,
 	SDP_FAULT_RDMA = 4,
 	SDP_FAULT_ALLOC = 8, /* a send buffer allocated on first use */
+	SDP_FAULT_CQ = 16,   /* a completion queue resized to grow */
+	SDP_FAULT_RX_GROW = 32, /* receive buffers grown at the peer's request */
 };
 
 int sdp_fault_post(enum sdp_fault_kind kind);

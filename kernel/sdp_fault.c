@@ -55,7 +55,7 @@ MODULE_PARM_DESC(fail_posts,
 		 "test hook: fail the next N posts (-EIO) or allocations (-ENOMEM) of fail_post_kinds");
 module_param_named(fail_post_kinds, sdp_fail_post_kinds, uint, 0600);
 MODULE_PARM_DESC(fail_post_kinds,
-		 "test hook: what fail_posts applies to: 1 sends, 2 receives, 4 zero copy and probes, 8 send-buffer allocations");
+		 "test hook: what fail_posts applies to: 1 sends, 2 receives, 4 zero copy and probes, 8 send-buffer allocations, 16 completion queue resizes, 32 receive-buffer growths");
 
 int sdp_fault_post(enum sdp_fault_kind kind)
 {
@@ -66,6 +66,6 @@ int sdp_fault_post(enum sdp_fault_kind kind)
 	if (atomic_dec_if_positive(&sdp_fail_posts) < 0)
 		return 0;
 	pr_info("injected %s failure (kind %d)\n",
-		kind == SDP_FAULT_ALLOC ? "allocation" : "post", kind);
-	return kind == SDP_FAULT_ALLOC ? -ENOMEM : -EIO;
+		kind >= SDP_FAULT_ALLOC ? "allocation" : "post", kind);
+	return kind >= SDP_FAULT_ALLOC ? -ENOMEM : -EIO;
 }

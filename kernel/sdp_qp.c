@@ -332,7 +332,16 @@ static int sdp_create_resources_charged(struct sock *sk, struct rdma_cm_id *id)
 		ssk->pd = NULL;
 		goto fail;
 	}
-	cqa.cqe = rx_cap + tx_count + SDP_CTL_RING + SDP_ZC_WRS + 3;
+	/*
+	 * The CQ has room for every completion that can be outstanding: each
+	 * send work request (data, control, zero copy, the keepalive probe),
+	 * the drain marker, a spare, and each posted receive buffer.  For the
+	 * receive ring's first buffers only, on a device that can resize it:
+	 * a ring that adds buffers for a lagging reader grows it first
+	 * (sdp_cq_make_room()), and an idle socket keeps the small one.
+	 */
+	ssk->cq_fixed = tx_count + SDP_CTL_RING + SDP_ZC_WRS + 3;
+	cqa.cqe = ssk->cq_fixed + (dev->ops.resize_cq ? rx_count : rx_cap);
 	cqa.comp_vector = 0;
 	ssk->cq = ib_create_cq(dev, sdp_cq_comp_handler, sdp_cq_event_handler,
 			       sk, &cqa);
@@ -341,6 +350,10 @@ static int sdp_create_resources_charged(struct sock *sk, struct rdma_cm_id *id)
 		ssk->cq = NULL;
 		goto fail;
 	}
+	/* The device may have made it larger (Soft-RoCE: a power of two). */
+	ssk->cq_base = ssk->cq->cqe;
+	ssk->rx_cq_room = ssk->cq->cqe - ssk->cq_fixed;
+	ssk->cq_grow_refused = false;
 
 	qpa.event_handler = sdp_qp_event_handler;
 	qpa.qp_context = sk;
@@ -399,6 +412,55 @@ fail:
 	ssk->res_ready = false;
 	/* sdp_free_rdma() frees the rest when the id goes away. */
 	return err;
+}
+
+/*
+ * Room in the CQ for rx_want receive completions, before the receive ring
+ * adds buffers (sdp_rx_add()): the CQ is resized once, to the ring's cap.
+ * False if it has not that room: the device cannot resize, or the memory
+ * is not there (the ring then stays within the room it has, as a ring
+ * whose buffers cannot be allocated does).  Socket lock held, process
+ * context.
+ */
+bool sdp_cq_make_room(struct sdp_sock *ssk, u32 rx_want)
+{
+	int err;
+
+	sock_owned_by_me(&ssk->sk);
+
+	if (rx_want <= ssk->rx_cq_room)
+		return true;
+	if (ssk->cq_grow_refused)
+		return false;
+	err = sdp_fault_post(SDP_FAULT_CQ) ?:
+	      ib_resize_cq(ssk->cq, ssk->cq_fixed + ssk->rx.cap);
+	if (err) {
+		ssk->cq_grow_refused = true;
+		SDP_INC(&ssk->sk, SDP_CNT_CQ_GROW_REFUSED);
+		return false;
+	}
+	SDP_INC(&ssk->sk, SDP_CNT_CQ_GROWN);
+	ssk->rx_cq_room = ssk->cq->cqe - ssk->cq_fixed;
+	return rx_want <= ssk->rx_cq_room;
+}
+
+/*
+ * The CQ back to its first size once the receive ring is back to its
+ * first number of buffers (the stream idled, sdp_rx_trim()): then no more
+ * completions can be outstanding than it had room for when new.  If the
+ * device says no, the CQ stays as large and the ring may use the room.
+ * Socket lock held, process context.
+ */
+void sdp_cq_shrink(struct sdp_sock *ssk, u32 rx_live)
+{
+	sock_owned_by_me(&ssk->sk);
+
+	if (ssk->cq->cqe <= ssk->cq_base || rx_live > ssk->rx_base)
+		return;
+	if (ib_resize_cq(ssk->cq, ssk->cq_base))
+		return;
+	ssk->rx_cq_room = ssk->cq->cqe - ssk->cq_fixed;
+	ssk->cq_grow_refused = false;
 }
 
 /*

@@ -116,10 +116,10 @@ static void sdp_rx_grow_check(struct sdp_sock *ssk)
  * kilobytes before its peer reads (TCP takes that) would stall.  When
  * unread data has taken all but a quarter of the ring, sdp_rx_add_work()
  * adds buffers (of the current size), up to rx_unread_max unread bytes,
- * the ring's cap, and twice rx_unread_max of buffer memory.  They stay
- * while the stream goes on; once the peer's stream idles (its ChRcvBuf
- * asks for smaller buffers) those beyond the first number are given back
- * as they come free instead of being posted again (sdp_rx_trim()).  The
+ * the ring's cap, and twice rx_unread_max of buffer memory.  Once the
+ * reader has caught up, or the peer's stream idles (its ChRcvBuf asks for
+ * smaller buffers), those beyond the first number are given back as they
+ * come free instead of being posted again (sdp_rx_trim()).  The
  * credits they stood for were spent by the messages that filled them, so
  * the peer never counts on a buffer that is gone.
  */
@@ -131,10 +131,14 @@ static u32 sdp_rx_live(const struct sdp_ring *rx)
 static bool sdp_rx_more_wanted(struct sdp_sock *ssk)
 {
 	struct sdp_ring *rx = &ssk->rx;
+	/* Beyond the CQ's room only if it may still grow. */
+	u32 limit = ssk->cq_grow_refused ? min(rx->cap, ssk->rx_cq_room) :
+					   rx->cap;
 
 	sock_owned_by_me(&ssk->sk);
 
-	return sdp_rx_live(rx) < rx->cap && !rx->nfree &&
+	/* Not while added buffers are being given back (sdp_rx_trim()). */
+	return !ssk->rx_trim && sdp_rx_live(rx) < limit && !rx->nfree &&
 	       sdp_rx_posted(ssk) <= sdp_rx_live(rx) / 4 &&
 	       ssk->rcv_nxt - ssk->copied_seq < ssk->rx_unread_max;
 }
@@ -147,10 +151,18 @@ static bool sdp_rx_trim(struct sdp_sock *ssk, struct sdp_buf *b)
 
 	sock_owned_by_me(&ssk->sk);
 
-	if (!ssk->rx_trim)
+	/* Added buffers go back once the peer's stream idled (rx_trim), and
+	 * as they come free while the reader has caught up: they were added
+	 * for a backlog that is gone.  If one builds up again the work item
+	 * adds them again.
+	 */
+	if (!ssk->rx_trim && ssk->rcv_nxt != ssk->copied_seq)
 		return false;
 	if (sdp_rx_live(rx) <= ssk->rx_base) {
 		ssk->rx_trim = false;
+		/* The work item takes the CQ back to its first size. */
+		if (ssk->cq->cqe > ssk->cq_base)
+			sdp_grow_queue(&ssk->sk);
 		return false;
 	}
 	sdp_buf_release(dev, b->next, b->next_dma, b->next_size,
@@ -198,6 +210,10 @@ static bool sdp_rx_add(struct sdp_sock *ssk)
 		bytes += max(rx->bufs[i].size, rx->bufs[i].next_size);
 	/* Half the ring again: a few steps to the cap. */
 	add = min(rx->cap - sdp_rx_live(rx), max(sdp_rx_live(rx) / 2, 1U));
+	/* Each posted buffer needs room for its completion. */
+	if (!sdp_cq_make_room(ssk, sdp_rx_live(rx) + add))
+		add = min(add, ssk->rx_cq_room - min(ssk->rx_cq_room,
+						     sdp_rx_live(rx)));
 	old_memcg = set_active_memcg(ssk->sk.sk_memcg);
 	for (i = 0; i < add; i++) {
 		struct sdp_buf *b = sdp_rx_slot(rx);
@@ -357,10 +373,15 @@ static void sdp_rx_grow(struct sock *sk, u32 asked)
 	}
 	ssk->rx_trim = false;
 	/* Buffers added for a backlog of small messages would all grow:
-	 * keep the ring within the memory sdp_rx_add() allows.
+	 * keep the ring within the memory sdp_rx_add() allows.  The added
+	 * ones go back as they come free, as when the peer idles, so that
+	 * the peer's next request (after its next idle spell) fits; without
+	 * that a ring that took a backlog in small buffers would keep them,
+	 * and its small size, for as long as the connection lives.
 	 */
 	if ((u64)sdp_rx_live(&ssk->rx) * ssk->rx_grow_to > 2 * ssk->rx_unread_max) {
 		ssk->rx_grow_to = ssk->rx_size;
+		ssk->rx_trim = sdp_rx_live(&ssk->rx) > ssk->rx_base;
 		SDP_INC(sk, SDP_CNT_RX_GROW_REFUSED);
 		return;
 	}
@@ -790,8 +811,11 @@ void sdp_grow_work(struct work_struct *work)
 	if (!ssk->res_ready || ssk->qp_error)
 		goto out;
 	if (ssk->rx_grow_to && ssk->rx_grow_to != ssk->rx_size) {
-		if (sdp_ring_grow_alloc(ssk, &ssk->rx, ssk->rx_grow_to,
-					DMA_FROM_DEVICE)) {
+		bool ok = ssk->rx_grow_to < ssk->rx_size ||
+			  !sdp_fault_post(SDP_FAULT_RX_GROW);
+
+		if (ok && sdp_ring_grow_alloc(ssk, &ssk->rx, ssk->rx_grow_to,
+					      DMA_FROM_DEVICE)) {
 			SDP_INC(sk, ssk->rx_grow_to > ssk->rx_size ?
 				SDP_CNT_RX_GROWN : SDP_CNT_RX_SHRUNK);
 			ssk->rx_size = ssk->rx_grow_to;
@@ -807,6 +831,7 @@ void sdp_grow_work(struct work_struct *work)
 			SDP_INC(sk, SDP_CNT_RX_GROW_REFUSED);
 		sdp_rx_refill(sk);
 	}
+	sdp_cq_shrink(ssk, sdp_rx_live(&ssk->rx));
 	want = sdp_tx_grow_want(ssk);
 	if (want > ssk->tx_size) {
 		if (sdp_ring_grow_alloc(ssk, &ssk->tx, want, DMA_TO_DEVICE)) {

@@ -1257,6 +1257,7 @@ static int sdp_getsockopt(struct socket *sock, int level, int optname,
 		st = ssk->stats;
 		st.rx_ring_bytes = sdp_ring_bytes(&ssk->rx);
 		st.tx_ring_bytes = sdp_ring_bytes(&ssk->tx);
+		st.cq_entries = ssk->res_ready && ssk->cq ? ssk->cq->cqe : 0;
 		release_sock(sk);
 		len = min_t(unsigned int, len, sizeof(st));
 		if (put_user(len, optlen) || copy_to_user(optval, &st, len))

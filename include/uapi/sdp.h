@@ -128,6 +128,10 @@ struct sdp_sock_stats {
 	 */
 	__sdp_u64 rx_ring_bytes;
 	__sdp_u64 tx_ring_bytes;
+	/* Now: entries of the completion queue, which grows with the
+	 * receive ring (0 before the connection has one).
+	 */
+	__sdp_u64 cq_entries;
 };
 
 #endif /* _UAPI_SDP_H */

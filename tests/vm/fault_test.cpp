@@ -1494,6 +1494,67 @@ TEST_F(FailedAlloc, SendWaitsForMemoryAsTcpsDoes)
     expect_released(8178);
 }
 
+// A reader that lags makes its receive ring add buffers, and the ring
+// first grows its completion queue (each posted buffer needs room for its
+// completion).  If that resize fails, as a device without resizable CQs
+// or a lack of memory makes it fail, the ring stays within the room the
+// CQ has: no CQ overrun, no reset, and the stream arrives whole.
+TEST_F(FailedAlloc, ARingWhoseCqCannotGrowStaysWithinIt)
+{
+    Pair p = family_pair(Family::kSdp, kAddrA, 8180);
+    ASSERT_GE(p.server.get(), 0);
+    const int off = 0; // bcopy: the unread data fills receive buffers
+    ASSERT_EQ(setsockopt(p.client.get(), SOL_SDP, SDP_ZCOPY_THRESH, &off, sizeof(off)), 0);
+    set_timeouts(p.client.get(), 30);
+    set_timeouts(p.server.get(), 30);
+    const auto cq_entries = [](int fd) {
+        sdp_sock_stats st{};
+        socklen_t len = sizeof(st);
+        return getsockopt(fd, SOL_SDP, SDP_STATS, &st, &len) == 0 ? st.cq_entries : 0;
+    };
+    const uint64_t fresh = cq_entries(p.server.get());
+    ASSERT_GT(fresh, 0u);
+    // The reader's first growth of its buffers is refused (32), so that
+    // it takes the unread data in more 4 KiB buffers than the CQ has room
+    // for; then the CQ's resize fails (16).
+    ASSERT_TRUE(write_file(kFailPostKinds, "48"));
+    ASSERT_TRUE(write_file(kFailPosts, "2"));
+    constexpr size_t kBytes = 400000;
+    std::atomic<bool> written{false};
+    std::thread writer([&] {
+        std::vector<unsigned char> buf(kBytes);
+        fill(buf.data(), buf.size(), 0);
+        size_t sent = 0;
+        while (sent < kBytes) {
+            const ssize_t r = send(p.client.get(), buf.data() + sent, kBytes - sent, MSG_NOSIGNAL);
+            if (r <= 0)
+                break;
+            sent += static_cast<size_t>(r);
+        }
+        written = sent == kBytes;
+        shutdown(p.client.get(), SHUT_WR);
+    });
+    // Nothing is read until the ring has added what it can.
+    EXPECT_TRUE(eventually([&] { return delta("cq_grow_refused") == 1; }))
+        << delta("rx_buffers_added") << " receive buffers added";
+    EXPECT_EQ(read_file(kFailPosts).value_or("?"), "0\n") << "the injected failures never fired";
+    EXPECT_EQ(delta("rx_buffers_grow_refused"), 1u);
+    EXPECT_EQ(cq_entries(p.server.get()), fresh) << "the CQ grew after all";
+    const ReadEnd read_end =
+        read_to_end(p.server.get(), 64 * kKiB, 0,
+                    [](uint64_t at, unsigned char b) { return b == pattern(at); });
+    writer.join();
+    EXPECT_TRUE(written.load());
+    EXPECT_TRUE(read_end.eof) << read_end.describe();
+    EXPECT_TRUE(read_end.mismatch.empty()) << read_end.describe();
+    EXPECT_EQ(read_end.bytes, kBytes);
+    EXPECT_EQ(delta("cq_grown"), 0u);
+    EXPECT_EQ(delta("conn_err_transport"), 0u);
+    EXPECT_EQ(delta("conn_err_reset"), 0u);
+    p = Pair();
+    expect_released(8180);
+}
+
 // ---- 6. at the end: no module reference left ------------------------------------
 
 // sdp.ko's reference count with no SDP socket, at the start of the binary;

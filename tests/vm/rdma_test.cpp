@@ -695,6 +695,88 @@ TEST(BufferGrowth, AddedBuffersGoBackWhenTheStreamIdles)
     stream_checked(p.server.get(), p.client.get(), 1u << 20);
 }
 
+// sdp.ko's test hook (kernel/sdp_fault.c): the next growth of receive
+// buffers at the peer's request is refused, as when the memory is not
+// there.  The ring then takes a lagging reader's data in more 4 KiB
+// buffers instead of larger ones.
+struct RefuseNextRxGrowth {
+    RefuseNextRxGrowth()
+    {
+        EXPECT_TRUE(write_file("/sys/module/sdp/parameters/fail_post_kinds", "32"));
+        EXPECT_TRUE(write_file("/sys/module/sdp/parameters/fail_posts", "1"));
+    }
+    ~RefuseNextRxGrowth()
+    {
+        write_file("/sys/module/sdp/parameters/fail_posts", "0");
+        write_file("/sys/module/sdp/parameters/fail_post_kinds", "7");
+    }
+    RefuseNextRxGrowth(const RefuseNextRxGrowth&) = delete;
+    RefuseNextRxGrowth& operator=(const RefuseNextRxGrowth&) = delete;
+};
+
+// A new connection's completion queue has room for the receive ring's
+// first buffers only (and what the device's rounding adds); a reader that
+// lags makes the ring add buffers, and the CQ is resized first, so that
+// each posted buffer has room for its completion.  When the ring is back
+// to its first buffers the CQ goes back to its first size, and the next
+// lag grows it again.
+//
+// The ring adds 4 KiB buffers when the growth of their size was refused
+// (the hook below); they go back as they come free once the reader has
+// caught up, and the next stream grows the buffers.
+TEST(BufferGrowth, TheCompletionQueueGrowsWithTheRingAndShrinksBack)
+{
+    const SysctlFor small("buf_size_initial", "4096");
+    const SysctlFor idle("buf_idle_ms", "200");
+    Pair p = connected_pair(kAddrA, 7119);
+    ASSERT_GE(p.server.get(), 0);
+    const int off = 0;
+    ASSERT_EQ(setsockopt(p.client.get(), SOL_SDP, SDP_ZCOPY_THRESH, &off, sizeof(off)), 0);
+    const sdp_sock_stats fresh = sock_stats(p.server.get());
+    ASSERT_GT(fresh.cq_entries, 0u);
+    const auto before = counters();
+    const auto idle_spell = [] { std::this_thread::sleep_for(std::chrono::milliseconds(500)); };
+    for (int round = 1; round <= 2; round++) {
+        {
+            // 4 KiB buffers: more of them than the CQ has room for at
+            // first, fewer than the ring's cap (52 with the default
+            // SO_RCVBUF), which bounds what a writer ahead of its reader
+            // can queue at that size.
+            const RefuseNextRxGrowth small_buffers;
+            // Whether the writer stalls at this size is not the point
+            // (the bytes are checked either way).
+            written_before_read(p.client.get(), p.server.get(), 180000);
+            EXPECT_EQ(read_file("/sys/module/sdp/parameters/fail_posts").value_or("?"), "0\n")
+                << "round " << round << ": the growth was not refused";
+        }
+        EXPECT_EQ(counter_delta(before, "cq_grown"), static_cast<uint64_t>(round))
+            << "round " << round << ": " << counter_delta(before, "rx_buffers_added")
+            << " buffers added";
+        idle_spell();
+        stream_checked(p.client.get(), p.server.get(), 1u << 20);
+        EXPECT_TRUE(eventually([&] {
+            return sock_stats(p.server.get()).rx_ring_bytes == fresh.rx_ring_bytes;
+        })) << "round "
+            << round << ": receive ring " << sock_stats(p.server.get()).rx_ring_bytes << " B, new "
+            << fresh.rx_ring_bytes;
+        EXPECT_TRUE(eventually([&] {
+            return sock_stats(p.server.get()).cq_entries == fresh.cq_entries;
+        })) << "round "
+            << round << ": " << sock_stats(p.server.get()).cq_entries << " CQ entries, new "
+            << fresh.cq_entries;
+        idle_spell();
+    }
+    EXPECT_EQ(counter_delta(before, "cq_grow_refused"), 0u);
+    EXPECT_EQ(sock_stats(p.client.get()).cq_entries, fresh.cq_entries)
+        << "the writer's CQ grew: its ring added no buffers";
+    // And the buffers can grow again.
+    const auto grown = counter_delta(before, "rx_buffers_grown");
+    stream_checked(p.client.get(), p.server.get(), 2u << 20);
+    EXPECT_EQ(counter_delta(before, "rx_buffers_grown"), grown + 1);
+    EXPECT_EQ(max_seg(p.client.get()), sdp_sysctl("buf_size") - 16) << "the segments grew";
+    stream_checked(p.server.get(), p.client.get(), 1u << 20);
+}
+
 // net.sdp.buf_size_initial 0: buffers of net.sdp.buf_size
 // from the start, nothing to ask for.
 TEST(BufferGrowth, InitialZeroStartsAtTheFullSize)
