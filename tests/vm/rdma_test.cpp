@@ -93,6 +93,14 @@ TEST(ProcNetSdp, ListsListenerAndBothEndsWithQueues)
     EXPECT_EQ(read_file("/proc/net/sdp").value_or("").find("ffff"), std::string::npos);
 }
 
+// Zero copy off on `fd` (SDP_ZCOPY_THRESH 0): every byte goes by bcopy,
+// through the ring buffers these tests watch.
+bool bcopy_only(int fd)
+{
+    const int off = 0;
+    return setsockopt(fd, SOL_SDP, SDP_ZCOPY_THRESH, &off, sizeof(off)) == 0;
+}
+
 TEST(ProcNetSdp, ShutdownStatesAreReported)
 {
     Pair p = connected_pair(kAddrA, 7102);
@@ -120,9 +128,8 @@ TEST(Counters, ConnectionsMessagesAndBytesAreCounted)
         Pair p = connected_pair(kAddrA, 7103);
         ASSERT_GE(p.server.get(), 0);
         // Data messages are counted here; zero copy has its own tests.
-        const int off = 0;
-        ASSERT_EQ(setsockopt(p.client.get(), SOL_SDP, SDP_ZCOPY_THRESH, &off, sizeof(off)), 0);
-        ASSERT_EQ(setsockopt(p.server.get(), SOL_SDP, SDP_ZCOPY_THRESH, &off, sizeof(off)), 0);
+        ASSERT_TRUE(bcopy_only(p.client.get()));
+        ASSERT_TRUE(bcopy_only(p.server.get()));
         std::vector<char> buf(200000, 'x');
         std::thread reader([&] { read_exactly(p.server.get(), buf.size()); });
         size_t sent = 0;
@@ -331,9 +338,8 @@ int max_seg(int fd)
 // arrive; bcopy only (zero copy would not use the rings).
 void stream_checked(int from, int to, size_t n)
 {
-    const int off = 0;
-    ASSERT_EQ(setsockopt(from, SOL_SDP, SDP_ZCOPY_THRESH, &off, sizeof(off)), 0);
-    ASSERT_EQ(setsockopt(to, SOL_SDP, SDP_ZCOPY_THRESH, &off, sizeof(off)), 0);
+    ASSERT_TRUE(bcopy_only(from));
+    ASSERT_TRUE(bcopy_only(to));
     size_t bad = n;
     std::thread reader([&] {
         std::vector<unsigned char> buf(100000);
@@ -443,8 +449,7 @@ TEST(BufferGrowth, GrowsWhileTheReaderLagsBehind)
     const auto before = counters();
     Pair p = connected_pair(kAddrA, 7111);
     ASSERT_GE(p.server.get(), 0);
-    const int off = 0;
-    ASSERT_EQ(setsockopt(p.client.get(), SOL_SDP, SDP_ZCOPY_THRESH, &off, sizeof(off)), 0);
+    ASSERT_TRUE(bcopy_only(p.client.get()));
     const int fl = fcntl(p.client.get(), F_GETFL);
     ASSERT_EQ(fcntl(p.client.get(), F_SETFL, fl | O_NONBLOCK), 0);
     std::vector<unsigned char> out(1u << 20);
@@ -546,8 +551,7 @@ TEST(BufferGrowth, AWriterAheadOfItsReaderDoesNotStall)
     const auto before = counters();
     Pair p = connected_pair(kAddrA, 7114);
     ASSERT_GE(p.server.get(), 0);
-    const int off = 0;
-    ASSERT_EQ(setsockopt(p.server.get(), SOL_SDP, SDP_ZCOPY_THRESH, &off, sizeof(off)), 0);
+    ASSERT_TRUE(bcopy_only(p.server.get()));
     EXPECT_TRUE(written_before_read(p.server.get(), p.client.get(), n)) << "SDP stalled";
     EXPECT_GT(counter_delta(before, "rx_buffers_added"), 0u);
     EXPECT_EQ(counter_delta(before, "rx_buffers_grow_refused"), 0u);
@@ -675,8 +679,7 @@ TEST(BufferGrowth, AddedBuffersGoBackWhenTheStreamIdles)
     const SysctlFor idle("buf_idle_ms", "200");
     Pair p = connected_pair(kAddrA, 7116);
     ASSERT_GE(p.server.get(), 0);
-    const int off = 0;
-    ASSERT_EQ(setsockopt(p.client.get(), SOL_SDP, SDP_ZCOPY_THRESH, &off, sizeof(off)), 0);
+    ASSERT_TRUE(bcopy_only(p.client.get()));
     const sdp_sock_stats fresh_s = sock_stats(p.server.get());
     const auto before = counters();
     EXPECT_TRUE(written_before_read(p.client.get(), p.server.get(), 400000)) << "SDP stalled";
@@ -730,8 +733,7 @@ TEST(BufferGrowth, TheCompletionQueueGrowsWithTheRingAndShrinksBack)
     const SysctlFor idle("buf_idle_ms", "200");
     Pair p = connected_pair(kAddrA, 7119);
     ASSERT_GE(p.server.get(), 0);
-    const int off = 0;
-    ASSERT_EQ(setsockopt(p.client.get(), SOL_SDP, SDP_ZCOPY_THRESH, &off, sizeof(off)), 0);
+    ASSERT_TRUE(bcopy_only(p.client.get()));
     const sdp_sock_stats fresh = sock_stats(p.server.get());
     ASSERT_GT(fresh.cq_entries, 0u);
     const auto before = counters();
