@@ -128,6 +128,7 @@ extern int sysctl_sdp_zcopy_async; /* MSG_ZEROCOPY sends return once offered */
 extern int sysctl_sdp_zcopy_async_offers; /* ... with this many in flight */
 extern int sysctl_sdp_max_half_open; /* a listener's connections before RTU */
 extern int sysctl_sdp_max_conns; /* connections with RDMA resources */
+extern int sysctl_sdp_memcg_reserve_kb; /* left free in a memory cgroup */
 extern int sysctl_sdp_tx_stall_ms; /* a send stuck this long resets */
 extern int sysctl_sdp_ack_timeout; /* QP local ACK timeout exponent, 0: CM's */
 extern int sysctl_sdp_fallback;	   /* default policy: 1 SDP, else TCP */
@@ -858,12 +859,18 @@ struct sock *sdp_child_unlink(struct sock *sk);
 
 /*
  * Memory of a connection (rings and their bookkeeping): charged to the
- * active memory cgroup (sdp_create_resources()), and its failure is an
+ * socket's memory cgroup (sdp_charge_begin()), and its failure is an
  * error the connection reports (ENOBUFS), not a kernel warning, nor the
  * OOM killer of the cgroup or the host (__GFP_NORETRY).
  */
 #define SDP_GFP_CONN \
 	(GFP_KERNEL | __GFP_ACCOUNT | __GFP_NOWARN | __GFP_NORETRY)
+
+/* sdp_memcg.c: what a connection's memory costs its memory cgroup */
+bool sdp_memcg_room(const struct sock *sk, u64 bytes);
+bool sdp_charge_begin(const struct sock *sk, u64 bytes,
+		      struct mem_cgroup **old);
+void sdp_charge_end(struct mem_cgroup *old);
 
 /* sdp_errqueue.c: MSG_ZEROCOPY notifications */
 bool sdp_zc_notify_wanted(const struct sock *sk, const struct msghdr *msg,

@@ -29,7 +29,6 @@
 #include <linux/mm.h>
 #include <linux/random.h>
 #include <linux/sizes.h>
-#include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/task_stack.h>
 #include <linux/scatterlist.h>
@@ -78,16 +77,25 @@ static int sdp_mr_alloc(struct sock *sk, struct ib_device *dev,
 		sdp_mr_free_map(&ssk->zc[i]);
 	for (i = 0; i < nmaps; i++) {
 		struct sdp_zc_map *map = &ssk->zc[i];
+		struct mem_cgroup *old_memcg;
 		struct ib_mr *mr;
 
 		if (map->max_pages != pages) {
 			kvfree(map->pages);
 			kvfree(map->sgl);
+			map->pages = NULL;
+			map->sgl = NULL;
+			map->max_pages = pages;
+			/* Charged as the rings are (sdp_memcg.c). */
+			if (!sdp_charge_begin(sk, (u64)pages * (sizeof(*map->pages) +
+								sizeof(*map->sgl)),
+					      &old_memcg))
+				goto off;
 			map->pages = kvcalloc(pages, sizeof(*map->pages),
 					      SDP_GFP_CONN);
 			map->sgl = kvcalloc(pages, sizeof(*map->sgl),
 					    SDP_GFP_CONN);
-			map->max_pages = pages;
+			sdp_charge_end(old_memcg);
 			if (!map->pages || !map->sgl)
 				goto off;
 		}
@@ -125,12 +133,8 @@ bool sdp_mr_ready(struct sock *sk)
 	sock_owned_by_me(sk);
 
 	if (!ssk->zc_mr_tried && ssk->res_ready && ssk->pd) {
-		/* Charged to the socket's memory cgroup, as its rings are. */
-		struct mem_cgroup *old_memcg = set_active_memcg(sk->sk_memcg);
-
 		ssk->zc_mr_tried = true;
 		sdp_mr_alloc(sk, ssk->pd->device, ssk->pd);
-		set_active_memcg(old_memcg);
 	}
 	return ssk->zc_max_pages != 0;
 }

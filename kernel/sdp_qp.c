@@ -17,8 +17,6 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/delay.h>
-#include <linux/memcontrol.h>
-#include <linux/sched/mm.h>
 #include <linux/slab.h>
 
 #include "sdp.h"
@@ -247,8 +245,6 @@ static void sdp_qp_event_handler(struct ib_event *ev, void *ctx)
 	}
 }
 
-static int sdp_create_resources_charged(struct sock *sk, struct rdma_cm_id *id);
-
 /* A new connection's protocol state, before its Hello goes or is checked. */
 void sdp_conn_init(struct sock *sk)
 {
@@ -273,17 +269,56 @@ void sdp_conn_init(struct sock *sk)
 }
 
 /*
- * The connection's RDMA resources (after sdp_conn_init()).  Runs in the
- * CM's worker, so the rings are charged to the socket's memory cgroup
- * explicitly (the one of the process that created the socket, or of the
- * listener for an accepted connection), like TCP's socket memory.  A
- * failed allocation is an error for the connection (ENOBUFS), never a
- * warning.
+ * Bytes of a new connection's rings: the receive buffers and the control
+ * ring (send buffers come later, sdp_tx_buf_ready()).
+ */
+static u64 sdp_rings_bytes(const struct sdp_sock *ssk, u32 rx_count)
+{
+	return (u64)rx_count * ssk->rx_size + SDP_CTL_RING * SDP_CTL_BUF_SIZE;
+}
+
+/*
+ * The rings: receive buffers posted from the start, send buffers on first
+ * use, the control ring.  Charged to the socket's memory cgroup
+ * (sdp_memcg.c); false if they would not leave it the reserve.
+ */
+static int sdp_rings_alloc(struct sock *sk, struct ib_device *dev,
+			   u32 rx_count, u32 rx_cap, u32 tx_count)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct mem_cgroup *old_memcg;
+	int err;
+
+	if (!sdp_charge_begin(sk, sdp_rings_bytes(ssk, rx_count), &old_memcg))
+		return -ENOMEM;
+	err = sdp_ring_alloc(dev, &ssk->rx, rx_count, rx_cap, rx_count,
+			     ssk->rx_size, DMA_FROM_DEVICE);
+	if (!err)
+		err = sdp_rx_ring_init(&ssk->rx);
+	if (!err) /* buffers on first use */
+		err = sdp_ring_alloc(dev, &ssk->tx, tx_count, tx_count, 0,
+				     ssk->tx_size, DMA_TO_DEVICE);
+	if (!err)
+		err = sdp_ring_alloc(dev, &ssk->ctl, SDP_CTL_RING, SDP_CTL_RING,
+				     SDP_CTL_RING, SDP_CTL_BUF_SIZE,
+				     DMA_TO_DEVICE);
+	sdp_charge_end(old_memcg);
+	return err;
+}
+
+/*
+ * The connection's RDMA resources (after sdp_conn_init()), in the CM's
+ * worker.  A failed allocation is an error for the connection (ENOBUFS),
+ * never a warning; so is a memory cgroup that would not keep its reserve
+ * after the rings, which is asked before anything is created.
  */
 int sdp_create_resources(struct sock *sk, struct rdma_cm_id *id)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
-	struct mem_cgroup *old_memcg;
+	struct ib_device *dev = id->device;
+	struct ib_qp_init_attr qpa = {};
+	struct ib_cq_init_attr cqa = {};
+	u32 rx_count, rx_cap, tx_count;
 	int err;
 
 	sock_owned_by_me(sk);
@@ -298,20 +333,6 @@ int sdp_create_resources(struct sock *sk, struct rdma_cm_id *id)
 		}
 		ssk->conn_counted = true;
 	}
-	old_memcg = set_active_memcg(sk->sk_memcg);
-	err = sdp_create_resources_charged(sk, id);
-	set_active_memcg(old_memcg);
-	return err;
-}
-
-static int sdp_create_resources_charged(struct sock *sk, struct rdma_cm_id *id)
-{
-	struct sdp_sock *ssk = sdp_sk(sk);
-	struct ib_device *dev = id->device;
-	struct ib_qp_init_attr qpa = {};
-	struct ib_cq_init_attr cqa = {};
-	u32 rx_count, rx_cap, tx_count;
-	int err;
 
 	rx_count = sdp_ring_count(sk->sk_rcvbuf, ssk->buf_size);
 	tx_count = sdp_ring_count(sk->sk_sndbuf, ssk->buf_size);
@@ -325,6 +346,10 @@ static int sdp_create_resources_charged(struct sock *sk, struct rdma_cm_id *id)
 	ssk->rx_unread_max = (u64)rx_count * ssk->buf_size;
 	ssk->rx_base = rx_count;
 	ssk->rx_trim = false;
+	if (!sdp_memcg_room(sk, sdp_rings_bytes(ssk, rx_count))) {
+		err = -ENOMEM;
+		goto fail;
+	}
 
 	ssk->pd = ib_alloc_pd(dev, 0);
 	if (IS_ERR(ssk->pd)) {
@@ -385,17 +410,7 @@ static int sdp_create_resources_charged(struct sock *sk, struct rdma_cm_id *id)
 	ssk->zc_nmaps = 0;
 	ssk->zc_async_max = 0;
 
-	err = sdp_ring_alloc(dev, &ssk->rx, rx_count, rx_cap, rx_count,
-			     ssk->rx_size, DMA_FROM_DEVICE);
-	if (!err)
-		err = sdp_rx_ring_init(&ssk->rx);
-	if (!err) /* buffers on first use */
-		err = sdp_ring_alloc(dev, &ssk->tx, tx_count, tx_count, 0,
-				     ssk->tx_size, DMA_TO_DEVICE);
-	if (!err)
-		err = sdp_ring_alloc(dev, &ssk->ctl, SDP_CTL_RING, SDP_CTL_RING,
-				     SDP_CTL_RING, SDP_CTL_BUF_SIZE,
-				     DMA_TO_DEVICE);
+	err = sdp_rings_alloc(sk, dev, rx_count, rx_cap, tx_count);
 	if (err)
 		goto fail;
 

@@ -214,7 +214,10 @@ static bool sdp_rx_add(struct sdp_sock *ssk)
 	if (!sdp_cq_make_room(ssk, sdp_rx_live(rx) + add))
 		add = min(add, ssk->rx_cq_room - min(ssk->rx_cq_room,
 						     sdp_rx_live(rx)));
-	old_memcg = set_active_memcg(ssk->sk.sk_memcg);
+	if (!add)
+		return true;
+	if (!sdp_charge_begin(&ssk->sk, (u64)add * ssk->rx_size, &old_memcg))
+		return false;
 	for (i = 0; i < add; i++) {
 		struct sdp_buf *b = sdp_rx_slot(rx);
 
@@ -235,7 +238,7 @@ static bool sdp_rx_add(struct sdp_sock *ssk)
 			rx->empty--;
 		SDP_INC(&ssk->sk, SDP_CNT_RX_BUFS_ADDED);
 	}
-	set_active_memcg(old_memcg);
+	sdp_charge_end(old_memcg);
 	return ok;
 }
 
@@ -621,12 +624,14 @@ static void sdp_buf_drop_next(struct ib_device *dev, struct sdp_buf *b,
 /*
  * A buffer of `size` bytes for every buffer of ring r of another size
  * (b->next, swapped in when the buffer is free), charged like the rings
- * (sdp_create_resources()).  A replacement of another size that was still
- * waiting goes.  All or nothing: false if the memory is not there, and the
- * ring is as it was but for those.
+ * (sdp_memcg.c); smaller ones (`shrink`) give memory back once swapped
+ * in, so they do not ask for the memory cgroup's reserve.  A replacement
+ * of another size that was still waiting goes.  All or nothing: false if
+ * the memory is not there, and the ring is as it was but for those.
  */
 static bool sdp_ring_grow_alloc(struct sdp_sock *ssk, struct sdp_ring *r,
-				u32 size, enum dma_data_direction dir)
+				u32 size, bool shrink,
+				enum dma_data_direction dir)
 {
 	struct ib_device *dev = ssk->pd->device;
 	struct mem_cgroup *old_memcg;
@@ -635,7 +640,9 @@ static bool sdp_ring_grow_alloc(struct sdp_sock *ssk, struct sdp_ring *r,
 
 	sock_owned_by_me(&ssk->sk);
 
-	old_memcg = set_active_memcg(ssk->sk.sk_memcg);
+	if (!sdp_charge_begin(&ssk->sk, shrink ? 0 : (u64)r->count * size,
+			      &old_memcg))
+		return false;
 	for (i = 0; i < r->count && ok; i++) {
 		struct sdp_buf *b = &r->bufs[i];
 		void *data;
@@ -663,7 +670,7 @@ static bool sdp_ring_grow_alloc(struct sdp_sock *ssk, struct sdp_ring *r,
 		b->next_dma = dma;
 		b->next_size = size;
 	}
-	set_active_memcg(old_memcg);
+	sdp_charge_end(old_memcg);
 	if (ok)
 		return true;
 	for (i = 0; i < r->count; i++)
@@ -815,6 +822,7 @@ void sdp_grow_work(struct work_struct *work)
 			  !sdp_fault_post(SDP_FAULT_RX_GROW);
 
 		if (ok && sdp_ring_grow_alloc(ssk, &ssk->rx, ssk->rx_grow_to,
+					      ssk->rx_grow_to < ssk->rx_size,
 					      DMA_FROM_DEVICE)) {
 			SDP_INC(sk, ssk->rx_grow_to > ssk->rx_size ?
 				SDP_CNT_RX_GROWN : SDP_CNT_RX_SHRUNK);
@@ -834,7 +842,8 @@ void sdp_grow_work(struct work_struct *work)
 	sdp_cq_shrink(ssk, sdp_rx_live(&ssk->rx));
 	want = sdp_tx_grow_want(ssk);
 	if (want > ssk->tx_size) {
-		if (sdp_ring_grow_alloc(ssk, &ssk->tx, want, DMA_TO_DEVICE)) {
+		if (sdp_ring_grow_alloc(ssk, &ssk->tx, want, false,
+					DMA_TO_DEVICE)) {
 			ssk->tx_size = want;
 			sdp_tx_swap_free(ssk);
 		} else {

@@ -28,6 +28,7 @@ int sysctl_sdp_zcopy_async_offers = SDP_ZC_ASYNC_MAX;
 int sysctl_sdp_zcopy_sink_wait_ms = SDP_CORE_ZC_GRACE_MS;
 int sysctl_sdp_max_half_open = 32;
 int sysctl_sdp_max_conns = 65536;
+int sysctl_sdp_memcg_reserve_kb = 1024;
 int sysctl_sdp_tx_stall_ms = 15000;
 int sysctl_sdp_ack_timeout = 15;
 /*
@@ -239,6 +240,19 @@ static struct ctl_table sdp_sysctl_table[] = {
 		.mode = 0644,
 		.proc_handler = proc_dointvec_minmax,
 		.extra1 = &sdp_one,
+		.extra2 = &sdp_int_max,
+	},
+	{
+		/*
+		 * KiB of a memory cgroup's limit that SDP's buffers leave to
+		 * the program (sdp_memcg.c).
+		 */
+		.procname = "memcg_reserve_kb",
+		.data = &sysctl_sdp_memcg_reserve_kb,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_zero,
 		.extra2 = &sdp_int_max,
 	},
 	{

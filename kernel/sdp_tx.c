@@ -10,9 +10,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
-#include <linux/memcontrol.h>
 #include <linux/scatterlist.h>
-#include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/uio.h>
 
@@ -382,7 +380,7 @@ u32 sdp_tx_seg_cap(const struct sdp_sock *ssk, const struct sdp_buf *b)
  * Memory for the free send buffer b before it is filled: the replacement
  * the grow work made (sdp_buf_swap()), or a buffer of tx_size if b has
  * none yet, or one larger than tx_size from before the stream idled.
- * Charged like the rings (sdp_create_resources()).  If tx_size bytes are
+ * Charged like the rings (sdp_memcg.c).  If tx_size bytes are
  * not there, a page will do (smaller segments), and a larger buffer b
  * already has is kept; with no memory at all, -ENOMEM, and the send waits
  * for memory (sdp_tx_wait_memory()).
@@ -400,7 +398,15 @@ static int sdp_tx_buf_ready(struct sdp_sock *ssk, struct sdp_buf *b)
 	sdp_buf_swap(dev, b, DMA_TO_DEVICE);
 	if (b->data && b->size <= size)
 		return 0;
-	old_memcg = set_active_memcg(ssk->sk.sk_memcg);
+	/*
+	 * A smaller buffer for b's larger one gives memory back: it asks for
+	 * no room.  A new one asks the memory cgroup for its reserve besides,
+	 * and makes do with a page if that is all there is room for.
+	 */
+	if (!b->data && size > PAGE_SIZE && !sdp_memcg_room(&ssk->sk, size))
+		size = PAGE_SIZE;
+	if (!sdp_charge_begin(&ssk->sk, b->data ? 0 : size, &old_memcg))
+		return -ENOMEM;
 	err = sdp_fault_post(SDP_FAULT_ALLOC);
 	if (!err)
 		err = sdp_buf_alloc(dev, &fresh, size, DMA_TO_DEVICE);
@@ -410,7 +416,7 @@ static int sdp_tx_buf_ready(struct sdp_sock *ssk, struct sdp_buf *b)
 		fresh = (struct sdp_buf){};
 		err = sdp_buf_alloc(dev, &fresh, PAGE_SIZE, DMA_TO_DEVICE);
 	}
-	set_active_memcg(old_memcg);
+	sdp_charge_end(old_memcg);
 	if (err) {
 		sdp_buf_release(dev, fresh.data, fresh.dma, fresh.size,
 				DMA_TO_DEVICE);

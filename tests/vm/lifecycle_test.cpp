@@ -848,6 +848,9 @@ constexpr int kMaxPairs = 1200;  // 64 MiB / 56 KiB = 1170 pairs at the least ch
 // at the limit.
 constexpr long long kHostSlack = 192 * kMiB;
 constexpr int kMemcgPort = 7930;
+// What the child touches after the failure: well within the reserve
+// sdp.ko leaves (net.sdp.memcg_reserve_kb, 1 MiB).
+constexpr size_t kMemcgAfterFailure = 256 * 1024;
 constexpr const char* kCgroupName = "sdp-lifecycle";
 
 // What the child reports through a pipe.
@@ -861,6 +864,7 @@ struct MemcgReport {
     int fail_errno = 0;
     int stop = 0;             // see kStopNames
     long long avail_drop = 0; // largest MemAvailable drop the child saw
+    int went_on = 0;          // memory of its own after the failure
     char msg[200] = {};
 };
 
@@ -877,12 +881,38 @@ bool wait_fd(int fd, short events, int ms)
     return poll(&pfd, 1, ms) == 1;
 }
 
+// After a call failed at the limit: the program goes on, and its own
+// memory (fresh pages, a socket, a read of /proc) is still there: sdp.ko
+// leaves the cgroup net.sdp.memcg_reserve_kb.  Without it, this is where
+// the cgroup's OOM killer would end the child.
+bool memcg_child_goes_on(MemcgReport* r)
+{
+    void* p = mmap(nullptr, kMemcgAfterFailure, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (p == MAP_FAILED) {
+        snprintf(r->msg, sizeof(r->msg), "after the failure: mmap %s", strerror(errno));
+        return false;
+    }
+    memset(p, 0x5a, kMemcgAfterFailure);
+    munmap(p, kMemcgAfterFailure);
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || meminfo_bytes("MemAvailable") <= 0) {
+        snprintf(r->msg, sizeof(r->msg), "after the failure: socket or /proc/meminfo: %s",
+                 strerror(errno));
+        return false;
+    }
+    close(fd);
+    return true;
+}
+
 // The child: in the cgroup, open listener + client pairs until a call fails.
 [[noreturn]] void memcg_child(const std::string& cg, int report_fd, int go_fd)
 {
     MemcgReport r;
     auto finish = [&](int stop) {
         r.stop = stop;
+        if (stop == kStopFailed)
+            r.went_on = memcg_child_goes_on(&r) ? 1 : 0;
         r.done = 1;
         (void)!write(report_fd, &r, sizeof(r));
         _exit(0);
@@ -1058,6 +1088,7 @@ TEST(MemoryCgroup, ConnectionsAreChargedAndFailCleanlyAtTheLimit)
             << ", expected ENOBUFS or ENOMEM at the memory limit " << r.msg;
         EXPECT_GE(r.mem_last, kMemcgLimit * 3 / 4)
             << "the failure came at " << r.mem_last / 1024 << " KiB, far from the limit";
+        EXPECT_EQ(r.went_on, 1) << "the child could not go on after the failure: " << r.msg;
     }
     EXPECT_EQ(keyed_value(cg + "/memory.events", "oom_kill").value_or(-1), 0)
         << "the memory cgroup OOM killer ran";
