@@ -218,6 +218,11 @@ int sdp_core_sink_take(sdp_core_conn* c, unsigned int want, sdp_core_zc* zc)
     return conn(c)->sink_take(want, zc);
 }
 
+int sdp_core_rsa_piece(const sdp_core_conn* c, unsigned int skip, sdp_core_zc* zc)
+{
+    return conn(c)->rsa_piece(skip, zc);
+}
+
 int sdp_core_rd_start(sdp_core_conn* c, unsigned int n)
 {
     return conn(c)->rd_start(n);

@@ -67,6 +67,7 @@ class Connection {
     int sink_take(u32 want, sdp_core_zc* out);
     u32 rsa_left() const;
     int rsa_next(u32 flags, sdp_core_zc* zc);
+    int rsa_piece(u32 skip, sdp_core_zc* zc) const;
     int rd_start(u32 n);
     void rd_done(u32 n);
     void rsa_abandon();
@@ -137,6 +138,7 @@ class Connection {
     PeerSrcAvail& rsa_head() { return rsa_q_[rsa_head_]; }
     const PeerSrcAvail& rsa_head() const { return rsa_q_[rsa_head_]; }
     void rsa_pop();
+    u32 rsa_unread() const; // of every queued offer, given up or not
     void rsa_stop();
     void rsa_end_all();
     int send_offer(wire::Message* msg, u8* hdr, u32 size);
@@ -197,7 +199,8 @@ class Connection {
     u8 src_limit_ = 1;        // the host's limit (set_src_limit())
     u32 src_cancel_mseq_ = 0; // our SrcAvailCancel, which ends them all
     // The peer's SrcAvails in stream order, up to the max_adverts our
-    // Hello or HelloAck announced; reads go to the head only.
+    // Hello or HelloAck announced; a read starts at the head and may go on
+    // into the offers behind it.
     PeerSrcAvail rsa_q_[SDP_CORE_MAX_ADVERTS]{};
     u8 rsa_head_ = 0;
     u8 rsa_count_ = 0;
@@ -210,7 +213,7 @@ class Connection {
     bool rsa_cancel_awaited_ = false;     // our SendSM gave them up, no cancel yet
     bool send_sm_answers_cancel_ = false; // the SendSM due answers a cancel
     u8 rsa_small_reads_ = 0;              // reads of the head of less than the threshold
-    u32 rsa_reading_ = 0;                 // bytes of the RDMA Read of the head in progress
+    u32 rsa_reading_ = 0;                 // bytes of the RDMA Reads in progress, from the head
     u64 rsa_total_read_ = 0;              // bytes ever read: the grace period's progress
     u64 rsa_grace_mark_ = 0;              // rsa_total_read_ when the period started
     // How many SrcAvails the peer accepts outstanding (its Hello's

@@ -429,9 +429,11 @@ int sdp_core_fallback_reason(int policy, int end);
  *
  * Sink side of a SrcAvail: SDP_RX_ZCOPY with mid SrcAvail queues its bytes
  * behind the unread data, and behind the peer's earlier offers (up to
- * SDP_CORE_MAX_ADVERTS).  The host reads them with RDMA Reads at
- * (rsa_rkey, rsa_vaddr), one offer at a time: sdp_core_rd_start(n), then
- * sdp_core_rd_done(n) (RdmaRdCompl becomes due).  MSG_PEEK or a failed
+ * SDP_CORE_MAX_ADVERTS).  The host reads them with RDMA Reads:
+ * sdp_core_rd_start(n), then sdp_core_rd_done(n) (RdmaRdCompl becomes
+ * due).  A read of n bytes starts at the first unread byte and may go on
+ * into the offers queued behind it, one RDMA Read per offer
+ * (sdp_core_rsa_piece()), all in flight at once.  MSG_PEEK or a failed
  * registration give the offers up with sdp_core_rsa_abandon() (SendSM).  A SrcAvail that arrives
  * while our own SrcAvail is outstanding and no application receive is
  * posted (sdp_core_set_reader_waiting()) is the send/send deadlock of the
@@ -466,7 +468,7 @@ enum sdp_core_zc_state {
 /*
  * SrcAvails of the peer this implementation accepts outstanding at once
  * (Hello max_adverts, HelloAck ext_max_adverts): the sink queues them in
- * stream order and reads them one after another.
+ * stream order and reads them in that order, several with one read.
  */
 #define SDP_CORE_MAX_ADVERTS 4
 
@@ -573,7 +575,9 @@ unsigned int sdp_core_rsa_left(const struct sdp_core_conn *c);
  * copy threshold wanted) is served by at most SDP_CORE_SMALL_READS RDMA
  * Reads of one offer, each a registration, a round trip and an
  * RdmaRdCompl; the next gives it up.  On SDP_RSA_READ, *zc is where the
- * unread bytes are (len: how many), and a small read is counted.
+ * first offer's unread bytes are (len: how many; those of the offers
+ * behind it follow in the stream, sdp_core_rsa_piece()), and a small read
+ * is counted.
  */
 #define SDP_RSA_PEEK 0x1  /* MSG_PEEK */
 #define SDP_RSA_SMALL 0x2 /* the read wants less than the threshold */
@@ -588,9 +592,24 @@ enum sdp_core_rsa_verdict {
 int sdp_core_rsa_next(struct sdp_core_conn *c, unsigned int flags,
 		      struct sdp_core_zc *zc);
 
-/* RDMA Read of n bytes of the peer's SrcAvail: 0, or -SDP_CORE_ESTATE. */
+/*
+ * Where the unread bytes of the peer's offers are, one RDMA Read's worth
+ * at a time: the offer that holds the byte `skip` bytes after the next
+ * unread one, from that byte (*zc: its rkey and address, and the offer's
+ * bytes from there).  1, or 0 if there is no such byte (skip >=
+ * rsa_left).  An RDMA Read never spans two offers (each has its own key):
+ * a read of n bytes is posted as the pieces at skip 0, then at the bytes
+ * of the pieces before, until n.
+ */
+int sdp_core_rsa_piece(const struct sdp_core_conn *c, unsigned int skip,
+		       struct sdp_core_zc *zc);
+/*
+ * RDMA Reads of the next n bytes of the peer's offers, from the first
+ * unread byte, as many offers as they span: 0, or -SDP_CORE_ESTATE (a
+ * read is in progress, n is 0 or more than rsa_left).
+ */
 int sdp_core_rd_start(struct sdp_core_conn *c, unsigned int n);
-/* The read ended; n bytes landed (0 if it failed). */
+/* The reads ended; n bytes landed, in order (0 if they failed). */
 void sdp_core_rd_done(struct sdp_core_conn *c, unsigned int n);
 void sdp_core_rsa_abandon(struct sdp_core_conn *c);
 /*

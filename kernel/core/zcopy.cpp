@@ -325,14 +325,40 @@ int Connection::sink_take(u32 want, sdp_core_zc* out)
     return 1;
 }
 
+int Connection::rsa_piece(u32 skip, sdp_core_zc* zc) const
+{
+    if (skip >= rsa_left())
+        return 0;
+    for (u32 i = 0; i < rsa_count_; i++) {
+        const PeerSrcAvail& o = rsa_q_[(rsa_head_ + i) % SDP_CORE_MAX_ADVERTS];
+        const u32 unread = o.len - o.read;
+        if (skip < unread) {
+            *zc = sdp_core_zc{unread - skip, o.rkey, o.vaddr + o.read + skip};
+            return 1;
+        }
+        skip -= unread;
+    }
+    return 0;
+}
+
 int Connection::rd_start(u32 n)
 {
     // A reset connection reads nothing more of what the peer offered.
-    if (rsa_count_ == 0 || rsa_stopped_ || rsa_reading_ != 0 || n == 0 ||
-        n > rsa_head().len - rsa_head().read || (state_ & (SDP_CS_ABORTED | SDP_CS_RX_FAILED)) != 0)
+    // rsa_left() is 0 then, and once the offers were given up.
+    if (rsa_reading_ != 0 || n == 0 || n > rsa_left())
         return -SDP_CORE_ESTATE;
     rsa_reading_ = n;
     return 0;
+}
+
+u32 Connection::rsa_unread() const
+{
+    u32 unread = 0;
+    for (u32 i = 0; i < rsa_count_; i++) {
+        const PeerSrcAvail& o = rsa_q_[(rsa_head_ + i) % SDP_CORE_MAX_ADVERTS];
+        unread += o.len - o.read;
+    }
+    return unread;
 }
 
 // The head offer was read in full: the next one is read next.
@@ -371,7 +397,6 @@ void Connection::rd_done(u32 n)
     if (n > rsa_reading_)
         n = rsa_reading_;
     rsa_reading_ = 0;
-    rsa_head().read += n;
     rsa_total_read_ += n;
     rd_compl_due_ += n;
     if (n == 0) {
@@ -379,8 +404,15 @@ void Connection::rd_done(u32 n)
         rsa_stop();
         return;
     }
-    if (rsa_head().read == rsa_head().len)
-        rsa_pop();
+    // The read may have spanned several offers: each read to its end goes.
+    while (n != 0 && rsa_count_ != 0) {
+        PeerSrcAvail& o = rsa_head();
+        const u32 take = n < o.len - o.read ? n : o.len - o.read;
+        o.read += take;
+        n -= take;
+        if (o.read == o.len)
+            rsa_pop();
+    }
     if (!rsa_stopped_ || send_sm_due_)
         return;
     // Our own abandon during the read: a SendSM gives up what is left.
@@ -397,8 +429,9 @@ void Connection::rsa_abandon()
     if (rsa_count_ == 0 || rsa_stopped_)
         return;
     rsa_stopped_ = true;
-    // During a read, rd_done() decides whether anything is left to give up.
-    if (rsa_reading_ == 0 || rsa_count_ > 1)
+    // A read in progress that takes every byte left gives nothing up:
+    // rd_done() decides whether its end leaves anything (a failed read).
+    if (rsa_reading_ == 0 || rsa_unread() > rsa_reading_)
         send_sm_due_ = true;
 }
 

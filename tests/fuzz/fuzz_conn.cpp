@@ -1151,12 +1151,11 @@ void Harness::rd_start(int s)
 {
     Side& d = me(s);
     const sdp_core_zc_status zc0 = zc_of(d);
-    // What is left of the first offer: a read never spans two.
-    u32 head_left = zc0.rsa_left;
-    const Reg* head = find_src(peer(s), zc0.rsa_rkey);
-    if (head != nullptr && zc0.rsa_vaddr >= head->vaddr && zc0.rsa_vaddr - head->vaddr <= head->len)
-        head_left = static_cast<u32>(head->vaddr + head->len - zc0.rsa_vaddr);
-    const u32 n = in_.pick({head_left, 1, 0, zc0.rsa_left + 1, zc0.rsa_left / 2, zc0.rsa_left});
+    // What is left of the first offer, or some of the offers behind it.
+    sdp_core_zc first{};
+    const u32 head_left = sdp_core_rsa_piece(&d.conn, 0, &first) != 0 ? first.len : 0;
+    const u32 n = in_.pick(
+        {head_left, 1, 0, zc0.rsa_left + 1, zc0.rsa_left / 2, zc0.rsa_left, head_left + 1});
     const int rc = sdp_core_rd_start(&d.conn, n);
     CHECK(rc == 0 || rc == -SDP_CORE_ESTATE);
     if (rc != 0) {
@@ -1164,11 +1163,17 @@ void Harness::rd_start(int s)
         return;
     }
     CHECK(n != 0 && n <= zc0.rsa_left && zc0.rsa_reading == 0);
-    if (!hostile_) {
-        // Inside one live SrcAvail of the peer, at our next stream offset.
-        CHECK(head != nullptr && head->live);
-        CHECK(zc0.rsa_vaddr >= head->vaddr && zc0.rsa_vaddr + n <= head->vaddr + head->len);
-        CHECK(head->off + (zc0.rsa_vaddr - head->vaddr) == d.got);
+    // One RDMA Read per offer the read spans (sdp_zc_recv_offer()): each
+    // inside one live SrcAvail of the peer, at our next stream offset.
+    for (u32 at = 0; at < n && !hostile_;) {
+        sdp_core_zc piece{};
+        CHECK(sdp_core_rsa_piece(&d.conn, at, &piece) == 1 && piece.len != 0);
+        const Reg* reg = find_src(peer(s), piece.rkey);
+        const u32 len = piece.len < n - at ? piece.len : n - at;
+        CHECK(reg != nullptr && reg->live);
+        CHECK(piece.vaddr >= reg->vaddr && piece.vaddr + len <= reg->vaddr + reg->len);
+        CHECK(reg->off + (piece.vaddr - reg->vaddr) == d.got + at);
+        at += len;
     }
     d.rd_reading = n;
 }

@@ -140,11 +140,12 @@ class Zcopy : public ::testing::Test {
         PutBe32(m.data() + 12, 0);
         return m;
     }
-    static Bytes RawSrcAvail(unsigned mseq, unsigned len, unsigned long long vaddr)
+    static Bytes RawSrcAvail(unsigned mseq, unsigned len, unsigned long long vaddr,
+                             unsigned rkey = 0x4321)
     {
         Bytes m = RawMessage(mseq, SDP_MID_SRC_AVAIL, SDP_SRC_AVAIL_HDR_SIZE);
         PutBe32(m.data() + 16, len);
-        PutBe32(m.data() + 20, 0x4321);
+        PutBe32(m.data() + 20, rkey);
         PutBe32(m.data() + 24, static_cast<unsigned>(vaddr >> 32));
         PutBe32(m.data() + 28, static_cast<unsigned>(vaddr));
         return m;
@@ -406,9 +407,8 @@ TEST_F(Zcopy, HelloExchangeSaysHowManyOffersEachSideQueues)
     EXPECT_EQ(St(&a).peer_max_adverts, 1u);
 }
 
-// A source with several SrcAvails out (a rogue here: A offers one at a
-// time): the sink reads them in stream order, one RDMA Read at a time, and
-// reports the bytes in order.
+// A source with several SrcAvails out (raw messages here): the sink reads
+// them in stream order, one read at a time, and reports the bytes in order.
 TEST_F(Zcopy, QueuedOffersAreReadInStreamOrder)
 {
     sdp_core_set_reader_waiting(B(), 1);
@@ -421,9 +421,10 @@ TEST_F(Zcopy, QueuedOffersAreReadInStreamOrder)
     EXPECT_EQ(St(B()).rsa_offers, 3u);
     sdp_core_zc zc{};
     ASSERT_EQ(sdp_core_rsa_next(B(), 0, &zc), SDP_RSA_READ);
-    EXPECT_EQ(zc.len, 1000u) << "a read never spans two offers";
+    EXPECT_EQ(zc.len, 1000u) << "the first offer's bytes";
     EXPECT_EQ(zc.vaddr, 0x10000u);
-    EXPECT_EQ(sdp_core_rd_start(B(), 1001), -SDP_CORE_ESTATE);
+    EXPECT_EQ(sdp_core_rd_start(B(), 6001), -SDP_CORE_ESTATE) << "more than is offered";
+    EXPECT_EQ(sdp_core_rd_start(B(), 0), -SDP_CORE_ESTATE);
     ASSERT_EQ(sdp_core_rd_start(B(), 1000), 0);
     EXPECT_EQ(sdp_core_rsa_next(B(), 0, &zc), SDP_RSA_NONE) << "one read at a time";
     sdp_core_rd_done(B(), 1000);
@@ -447,6 +448,96 @@ TEST_F(Zcopy, QueuedOffersAreReadInStreamOrder)
     sdp_core_rd_done(B(), 3000);
     EXPECT_EQ(St(B()).rsa_offers, 0u);
     EXPECT_EQ(ControlDue(B(), 0, kPosted), SDP_MID_RDMA_RD_COMPL);
+}
+
+// One read may take several queued offers at once: one RDMA Read per
+// offer (rsa_piece names each), one RdmaRdCompl for all their bytes, the
+// offers read to their end gone, the next read where the last one ended.
+TEST_F(Zcopy, OneReadSpansSeveralQueuedOffers)
+{
+    sdp_core_set_reader_waiting(B(), 1);
+    ASSERT_EQ(Deliver(B(), RawSrcAvail(1, 1000, 0x10000, 1)), 0);
+    ASSERT_EQ(Deliver(B(), RawSrcAvail(2, 2000, 0x50000, 2)), 0);
+    ASSERT_EQ(Deliver(B(), RawSrcAvail(3, 3000, 0x90000, 3)), 0);
+    // The pieces of the 6000 unread bytes, by their offset.
+    sdp_core_zc zc{};
+    ASSERT_EQ(sdp_core_rsa_piece(B(), 0, &zc), 1);
+    EXPECT_EQ(zc.len, 1000u);
+    EXPECT_EQ(zc.vaddr, 0x10000u);
+    EXPECT_EQ(zc.rkey, 1u);
+    ASSERT_EQ(sdp_core_rsa_piece(B(), 1000, &zc), 1);
+    EXPECT_EQ(zc.len, 2000u);
+    EXPECT_EQ(zc.vaddr, 0x50000u);
+    EXPECT_EQ(zc.rkey, 2u);
+    ASSERT_EQ(sdp_core_rsa_piece(B(), 1500, &zc), 1);
+    EXPECT_EQ(zc.len, 1500u) << "from the middle of the second offer";
+    EXPECT_EQ(zc.vaddr, 0x50000u + 500);
+    ASSERT_EQ(sdp_core_rsa_piece(B(), 5999, &zc), 1);
+    EXPECT_EQ(zc.len, 1u);
+    EXPECT_EQ(zc.rkey, 3u);
+    EXPECT_EQ(sdp_core_rsa_piece(B(), 6000, &zc), 0) << "past the last offered byte";
+    // The first two offers and half the third in one read.
+    ASSERT_EQ(sdp_core_rd_start(B(), 4500), 0);
+    EXPECT_EQ(sdp_core_rd_start(B(), 1), -SDP_CORE_ESTATE) << "one read at a time";
+    EXPECT_EQ(sdp_core_rsa_next(B(), 0, &zc), SDP_RSA_NONE);
+    EXPECT_EQ(ControlDue(B(), 0, kPosted), 0) << "nothing to report before the read ends";
+    sdp_core_rd_done(B(), 4500);
+    EXPECT_EQ(St(B()).rsa_offers, 1u) << "the offers read to their end are gone";
+    EXPECT_EQ(St(B()).rsa_left, 1500u);
+    EXPECT_EQ(St(B()).rsa_vaddr, 0x90000u + 1500);
+    const Bytes compl_msg = Control(B(), SDP_MID_RDMA_RD_COMPL);
+    EXPECT_EQ(Be32(compl_msg.data() + SDP_BSDH_SIZE), 4500u) << "one RdmaRdCompl for all";
+    ASSERT_EQ(sdp_core_rsa_piece(B(), 0, &zc), 1);
+    EXPECT_EQ(zc.vaddr, 0x90000u + 1500);
+    EXPECT_EQ(zc.len, 1500u);
+    ASSERT_EQ(sdp_core_rd_start(B(), 1500), 0);
+    sdp_core_rd_done(B(), 1500);
+    EXPECT_EQ(St(B()).rsa_offers, 0u);
+    EXPECT_EQ(Be32(Control(B(), SDP_MID_RDMA_RD_COMPL).data() + SDP_BSDH_SIZE), 1500u);
+    EXPECT_EQ(ControlDue(B(), 0, kPosted), 0) << "read in full: no SendSM";
+}
+
+// A MSG_PEEK (in another thread) during a read that takes every queued
+// offer gives nothing up: no SendSM once the read ended, and the source
+// may send Data next.  During one that leaves bytes unread, the SendSM
+// follows the RdmaRdCompl.
+TEST_F(Zcopy, GivingUpDuringAReadOfSeveralOffersGivesUpOnlyWhatIsLeft)
+{
+    sdp_core_set_reader_waiting(B(), 1);
+    sdp_core_conn partial{};
+    ASSERT_EQ(Deliver(B(), RawSrcAvail(1, 1000, 0x10000)), 0);
+    ASSERT_EQ(Deliver(B(), RawSrcAvail(2, 2000, 0x50000)), 0);
+    partial = *B();
+    ASSERT_EQ(sdp_core_rd_start(B(), 3000), 0);
+    sdp_core_rsa_abandon(B());
+    EXPECT_EQ(ControlDue(B(), 0, kPosted), 0) << "the read is in progress";
+    sdp_core_rd_done(B(), 3000);
+    EXPECT_EQ(Be32(Control(B(), SDP_MID_RDMA_RD_COMPL).data() + SDP_BSDH_SIZE), 3000u);
+    EXPECT_EQ(ControlDue(B(), 0, kPosted), 0) << "nothing was left to give up";
+    ASSERT_EQ(Deliver(B(), RawData(3, 100)), 0) << "the source goes on by bcopy";
+
+    ASSERT_EQ(sdp_core_rd_start(&partial, 1500), 0);
+    sdp_core_rsa_abandon(&partial);
+    EXPECT_EQ(ControlDue(&partial, 0, kPosted), 0) << "the read is in progress";
+    sdp_core_rd_done(&partial, 1500);
+    EXPECT_EQ(Be32(Control(&partial, SDP_MID_RDMA_RD_COMPL).data() + SDP_BSDH_SIZE), 1500u);
+    Control(&partial, SDP_MID_SEND_SM);
+    EXPECT_EQ(St(&partial).rsa_offers, 1u) << "counted until the source's cancel";
+    EXPECT_EQ(St(&partial).rsa_left, 0u);
+}
+
+// A read of several offers that fails (the transport went down) reads no
+// more: the offers are given up after the RdmaRdCompl of nothing.
+TEST_F(Zcopy, AFailedReadOfSeveralOffersGivesThemUp)
+{
+    sdp_core_set_reader_waiting(B(), 1);
+    ASSERT_EQ(Deliver(B(), RawSrcAvail(1, 1000, 0x10000)), 0);
+    ASSERT_EQ(Deliver(B(), RawSrcAvail(2, 2000, 0x50000)), 0);
+    ASSERT_EQ(sdp_core_rd_start(B(), 3000), 0);
+    sdp_core_rd_done(B(), 0);
+    EXPECT_EQ(St(B()).rsa_left, 0u);
+    EXPECT_EQ(St(B()).rsa_offers, 2u);
+    EXPECT_EQ(ControlDue(B(), 0, kPosted), SDP_MID_SEND_SM);
 }
 
 // Giving up the first offer gives up those behind it (their bytes come
