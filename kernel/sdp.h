@@ -237,8 +237,14 @@ enum sdp_wr_ring {
  */
 #define SDP_ZC_ASYNC_MAX SDP_CORE_MAX_ADVERTS
 #define SDP_ZC_MAPS (SDP_ZC_ASYNC_MAX + 1)
-/* Work requests zero copy may have on the send queue at once: REG_MR, the
- * RDMA operation and LOCAL_INV of each registration.
+/*
+ * Work requests zero copy may have on the send queue at once, three per
+ * registration: the sending side's take REG_MR and LOCAL_INV each, and
+ * an RDMA Write besides for the one that writes into the peer's SinkAvail,
+ * which happens only with no offer of ours in flight
+ * (sdp_core_sink_take()); the receiving side's takes REG_MR, an RDMA Read
+ * for each of up to SDP_CORE_MAX_ADVERTS offers it reads at once, and
+ * LOCAL_INV (sdp_zc_read_wrs() checks that this fits).
  */
 #define SDP_ZC_WRS (3 * SDP_ZC_MAPS)
 

@@ -45,6 +45,32 @@
 #define SDP_RNR_RETRY 6
 
 /*
+ * RDMA Reads in flight on the connection, each way: as many as the offers
+ * a sink reads at once (sdp_zc_recv_offer(): one per queued SrcAvail, up
+ * to SDP_CORE_MAX_ADVERTS), within what the device allows.  The passive
+ * side also stays within what the REQ asked for: the peer's initiator
+ * depth bounds our responder resources and its responder resources our
+ * initiator depth.  With one read in flight the reads of several offers
+ * would go one round trip after another.
+ */
+static void sdp_cm_rd_atomic(const struct rdma_cm_id *id,
+			     struct rdma_conn_param *param,
+			     const struct rdma_conn_param *req)
+{
+	const struct ib_device_attr *attrs = &id->device->attrs;
+	u32 resp = min_t(u32, SDP_CORE_MAX_ADVERTS, attrs->max_qp_rd_atom);
+	u32 init = min_t(u32, SDP_CORE_MAX_ADVERTS,
+			 attrs->max_qp_init_rd_atom);
+
+	if (req) {
+		resp = min_t(u32, resp, req->initiator_depth);
+		init = min_t(u32, init, req->responder_resources);
+	}
+	param->responder_resources = resp;
+	param->initiator_depth = init;
+}
+
+/*
  * The QP's local ACK timeout (net.sdp.ack_timeout, 4.096 us * 2^n; 0 keeps
  * the CM's).  For RoCE the CM derives it from a fixed packet lifetime
  * (2^19 units, about 2 s), so every lost packet at the tail of a burst
@@ -273,8 +299,7 @@ static int sdp_cm_route_resolved(struct sock *sk, struct rdma_cm_id *id)
 	SDP_INC_TX_MID(sk, SDP_MID_HELLO);
 	param.private_data = hello;
 	param.private_data_len = len;
-	param.responder_resources = 1;
-	param.initiator_depth = 1;
+	sdp_cm_rd_atomic(id, &param, NULL);
 	param.retry_count = SDP_CM_RETRY;
 	param.rnr_retry_count = SDP_RNR_RETRY;
 	sdp_set_ack_timeout(id);
@@ -528,8 +553,7 @@ static int sdp_cm_conn_request(struct sock *parent, struct rdma_cm_id *id,
 		goto fail;
 	param.private_data = ack;
 	param.private_data_len = len;
-	param.responder_resources = 1;
-	param.initiator_depth = 1;
+	sdp_cm_rd_atomic(id, &param, &ev->param.conn);
 	param.retry_count = SDP_CM_RETRY;
 	param.rnr_retry_count = SDP_RNR_RETRY;
 	sdp_set_ack_timeout(id);

@@ -1026,8 +1026,48 @@ static void sdp_zc_sync_rsa(struct sdp_sock *ssk)
 }
 
 /*
+ * The RDMA Reads of map's bytes, which the core has in progress
+ * (sdp_core_rd_start()), one per offer they span (each offer has its own
+ * key), chained between prev and next.  Returns how many.
+ */
+static u32 sdp_zc_read_wrs(struct sdp_sock *ssk, struct sdp_zc_map *map,
+			   struct ib_rdma_wr *rd, struct ib_sge *sge,
+			   struct ib_send_wr *prev, struct ib_send_wr *next)
+{
+	struct ib_mr *mr = ssk->zc_mr[map->which];
+	struct sdp_core_zc piece;
+	u32 at, i;
+
+	BUILD_BUG_ON(2 * (SDP_ZC_MAPS - 1) + 2 + SDP_CORE_MAX_ADVERTS >
+		     SDP_ZC_WRS);
+	for (at = 0, i = 0; at < map->len && i < SDP_CORE_MAX_ADVERTS; i++) {
+		if (!sdp_core_rsa_piece(&ssk->core, at, &piece))
+			break;
+		sge[i].addr = mr->iova + at;
+		sge[i].length = min(piece.len, map->len - at);
+		sge[i].lkey = mr->lkey;
+		rd[i].wr.opcode = IB_WR_RDMA_READ;
+		rd[i].wr.wr_id = SDP_WR_ID(SDP_WR_ZC,
+					   SDP_ZC_WR_RDMA | map->which);
+		rd[i].wr.sg_list = &sge[i];
+		rd[i].wr.num_sge = 1;
+		rd[i].remote_addr = piece.vaddr;
+		rd[i].rkey = piece.rkey;
+		prev->next = &rd[i].wr;
+		prev = &rd[i].wr;
+		at += sge[i].length;
+	}
+	prev->next = next;
+	/* rd_start() took no more than the offers hold. */
+	WARN_ON_ONCE(at != map->len);
+	return i;
+}
+
+/*
  * The next unread bytes are the peer's SrcAvail: RDMA-read up to len -
- * *copied of them straight into the application's buffer, unless the core
+ * *copied of them straight into the application's buffer, and on into the
+ * offers queued behind it, all with one registration and their reads in
+ * flight together, unless the core
  * says to give the offer up (SendSM: the source sends the bytes by bcopy):
  * MSG_PEEK, a reader of small pieces (sdp_core_rsa_next()), as does a
  * buffer that cannot be registered.  Small reads are limited because each
@@ -1044,13 +1084,13 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 	struct sdp_zc_map *map = &ssk->zc[SDP_ZC_RX];
 	struct sdp_core_zc offer;
 	struct ib_send_wr inv;
-	struct ib_rdma_wr rd = {};
+	struct ib_rdma_wr rd[SDP_CORE_MAX_ADVERTS] = {};
+	struct ib_sge sge[SDP_CORE_MAX_ADVERTS];
 	struct ib_reg_wr reg;
-	struct ib_sge sge;
-	struct ib_mr *mr;
 	int thresh = sdp_zc_thresh(ssk);
 	bool small = thresh > 0 && len - *copied < (size_t)thresh;
 	size_t want;
+	u32 reads;
 	bool ok;
 
 	sock_owned_by_me(sk);
@@ -1094,7 +1134,8 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 	}
 	if (!sdp_mr_ready(sk))
 		goto abandon;
-	want = min3((size_t)offer.len, len - *copied,
+	/* The first offer, and those behind it the buffer has room for. */
+	want = min3((size_t)sdp_core_rsa_left(&ssk->core), len - *copied,
 		    (size_t)READ_ONCE(sysctl_sdp_zcopy_chunk));
 	if (sdp_mr_collect(ssk, map, &msg->msg_iter, want, true) < 0)
 		goto abandon;
@@ -1109,23 +1150,13 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 		return 0;
 	}
 	ssk->rx_busy = true;
-	mr = ssk->zc_mr[map->which];
-	sge.addr = mr->iova;
-	sge.length = map->len;
-	sge.lkey = mr->lkey;
-	rd.wr.opcode = IB_WR_RDMA_READ;
-	rd.wr.wr_id = SDP_WR_ID(SDP_WR_ZC, SDP_ZC_WR_RDMA | map->which);
-	rd.wr.sg_list = &sge;
-	rd.wr.num_sge = 1;
-	rd.remote_addr = offer.vaddr;
-	rd.rkey = offer.rkey;
 	sdp_mr_inv_wr(ssk, map, &inv);
-	reg.wr.next = &rd.wr;
-	rd.wr.next = &inv;
+	reads = sdp_zc_read_wrs(ssk, map, rd, sge, &reg.wr, &inv);
 	ok = false;
 	map->reg_posted = true;
 	if (!sdp_zc_post(sk, &reg.wr)) {
-		SDP_INC_SK(ssk, SDP_CNT_ZC_RDMA_READS, rdma_reads);
+		SDP_ADD(sk, SDP_CNT_ZC_RDMA_READS, reads);
+		ssk->stats.rdma_reads += reads;
 		if (!sdp_zc_wait_ms(sk, map->inv_done, sdp_zc_qp_down(sk),
 				    sdp_zc_own_wr_ms()))
 			sdp_zc_give_up(sk, "RDMA Read");

@@ -1276,6 +1276,46 @@ TEST_F(ZeroCopy, MsgZerocopySeveralSendsInFlightAtOnce)
     EXPECT_EQ(outq, 0);
 }
 
+// A receive with room for several queued offers reads them at once: one
+// registration, an RDMA Read per offer, all in flight together, one
+// transfer and one RdmaRdCompl; the bytes in stream order, the
+// notifications in order and none COPIED.  A smaller receive reads the
+// first offer and as much of the next as it has room for.
+TEST_F(ZeroCopy, MsgZerocopyOneReceiveReadsSeveralOffersAtOnce)
+{
+    const int c = zerocopy_client(p_);
+    const int s = p_.server.get();
+    constexpr uint32_t kInFlight = 4;
+    constexpr size_t kLen = 64 * 1024;
+    const auto bufs = send_zerocopy_each(c, kInFlight, kLen, 8);
+    ASSERT_FALSE(HasFailure());
+    ASSERT_NO_FATAL_FAILURE(wait_readable_bytes(s, kInFlight * kLen));
+    std::vector<unsigned char> in(kInFlight * kLen + 4096);
+    // 1.5 offers: the first and half the second.
+    const sdp_sock_stats st0 = sock_stats(s);
+    ssize_t n = recv(s, in.data(), kLen + kLen / 2, 0);
+    ASSERT_EQ(n, static_cast<ssize_t>(kLen + kLen / 2)) << strerror(errno);
+    const sdp_sock_stats st1 = sock_stats(s);
+    EXPECT_EQ(st1.rdma_reads - st0.rdma_reads, 2u) << "one RDMA Read per offer";
+    EXPECT_EQ(st1.zc_rx_segs - st0.zc_rx_segs, 1u) << "both in one transfer";
+    // The rest of the second, the third and the fourth: all that is left,
+    // with room to spare.
+    n = recv(s, in.data() + kLen + kLen / 2, in.size() - kLen - kLen / 2, 0);
+    ASSERT_EQ(n, static_cast<ssize_t>(2 * kLen + kLen / 2)) << strerror(errno);
+    const sdp_sock_stats st2 = sock_stats(s);
+    EXPECT_EQ(st2.rdma_reads - st1.rdma_reads, 3u);
+    EXPECT_EQ(st2.zc_rx_segs - st1.zc_rx_segs, 1u);
+    for (size_t i = 0; i < kInFlight * kLen; i++)
+        ASSERT_EQ(in[i], pattern(i, 8)) << "byte " << i;
+    std::vector<ZcNote> notes;
+    collect_notes(c, kInFlight - 1, &notes);
+    expect_zero_copy_notes(notes, kInFlight);
+    EXPECT_EQ(delta("zcopy_rx_bytes"), kInFlight * kLen);
+    EXPECT_EQ(delta("zcopy_fallback_send_sm"), 0u);
+    EXPECT_EQ(delta("cpu_copy_bytes"), 0u);
+    EXPECT_TRUE(no_note_yet(c));
+}
+
 // The sink gives up the first of several offers in flight (MSG_PEEK): all
 // of them end with one cancel; the first's bytes and the others' go by
 // bcopy from their pinned buffers, in stream order, and every notification
