@@ -389,7 +389,13 @@ int sdp_create_resources(struct sock *sk, struct rdma_cm_id *id)
 	qpa.cap.max_recv_wr = rx_cap + 1; /* + the drain marker */
 	qpa.cap.max_send_sge = 1;
 	qpa.cap.max_recv_sge = 1;
-	qpa.cap.max_inline_data = sysctl_sdp_inline_thresh;
+	/*
+	 * Inline sends save a DMA read of the buffer per small message on an
+	 * HCA.  A software provider (Soft-RoCE, siw) copies the bytes either
+	 * way, and inline room only makes each send queue entry larger: none.
+	 */
+	qpa.cap.max_inline_data = ib_uses_virt_dma(dev) ? 0 :
+				  READ_ONCE(sysctl_sdp_inline_thresh);
 	qpa.sq_sig_type = IB_SIGNAL_ALL_WR;
 	qpa.qp_type = IB_QPT_RC;
 	err = rdma_create_qp(id, ssk->pd, &qpa);
