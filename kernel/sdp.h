@@ -389,16 +389,19 @@ struct sdp_sock {
 	u32 rx_base;
 	bool rx_trim;
 	/* The completion queue grows with the receive ring (sdp_qp.c):
-	 * cq_fixed entries for the send side, the drain marker and a spare;
-	 * rx_cq_room for receive completions, the rest of its entries;
-	 * cq_base its entries when created, to which it goes back once the
-	 * ring is back to rx_base buffers.  cq_grow_refused: a resize
-	 * failed, the ring stays within rx_cq_room.  Socket lock.
+	 * cq_fixed entries for the send side, the drain marker and a spare
+	 * (zero copy's work requests once cq_zc: its first use grows the
+	 * CQ, sdp_cq_zc_room()); rx_cq_room for receive completions, the
+	 * rest of its entries; cq_base its entries with room for the ring's
+	 * first buffers, to which it goes back once the ring is back to
+	 * rx_base buffers.  cq_grow_refused: a resize failed, the ring stays
+	 * within rx_cq_room.  Socket lock.
 	 */
 	u32 cq_fixed;
 	u32 rx_cq_room;
 	u32 cq_base;
 	bool cq_grow_refused;
+	bool cq_zc;
 	/* Send buffers that grow: the size of those allocated last; grown
 	 * (sdp_grow_work()) when the peer's buffers take larger segments,
 	 * shrunk with the segments of an idle stream.  Socket lock.
@@ -907,6 +910,7 @@ void sdp_sock_put_deferred(struct sock *sk);
 void sdp_put_work(struct work_struct *work);
 bool sdp_cq_make_room(struct sdp_sock *ssk, u32 rx_want);
 void sdp_cq_shrink(struct sdp_sock *ssk, u32 rx_live);
+bool sdp_cq_zc_room(struct sdp_sock *ssk);
 
 /* sdp_rx.c */
 int sdp_post_recvs(struct sock *sk);

@@ -134,7 +134,8 @@ bool sdp_mr_ready(struct sock *sk)
 
 	if (!ssk->zc_mr_tried && ssk->res_ready && ssk->pd) {
 		ssk->zc_mr_tried = true;
-		sdp_mr_alloc(sk, ssk->pd->device, ssk->pd);
+		if (sdp_cq_zc_room(ssk))
+			sdp_mr_alloc(sk, ssk->pd->device, ssk->pd);
 	}
 	return ssk->zc_max_pages != 0;
 }

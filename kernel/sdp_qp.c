@@ -361,11 +361,15 @@ int sdp_create_resources(struct sock *sk, struct rdma_cm_id *id)
 	 * The CQ has room for every completion that can be outstanding: each
 	 * send work request (data, control, zero copy, the keepalive probe),
 	 * the drain marker, a spare, and each posted receive buffer.  For the
-	 * receive ring's first buffers only, on a device that can resize it:
-	 * a ring that adds buffers for a lagging reader grows it first
-	 * (sdp_cq_make_room()), and an idle socket keeps the small one.
+	 * receive ring's first buffers only, and without zero copy's work
+	 * requests, on a device that can resize it: a ring that adds buffers
+	 * for a lagging reader grows it first (sdp_cq_make_room()), so does
+	 * the first zero-copy transfer (sdp_cq_zc_room()), and an idle socket
+	 * keeps the small one.
 	 */
-	ssk->cq_fixed = tx_count + SDP_CTL_RING + SDP_ZC_WRS + 3;
+	ssk->cq_zc = !dev->ops.resize_cq;
+	ssk->cq_fixed = tx_count + SDP_CTL_RING + 3 +
+			(ssk->cq_zc ? SDP_ZC_WRS : 0);
 	cqa.cqe = ssk->cq_fixed + (dev->ops.resize_cq ? rx_count : rx_cap);
 	cqa.comp_vector = 0;
 	ssk->cq = ib_create_cq(dev, sdp_cq_comp_handler, sdp_cq_event_handler,
@@ -466,6 +470,38 @@ bool sdp_cq_make_room(struct sdp_sock *ssk, u32 rx_want)
 }
 
 /*
+ * Room in the CQ for zero copy's work requests (SDP_ZC_WRS), before the
+ * connection's first zero-copy transfer (sdp_mr_ready()): most
+ * connections never make one, and on Soft-RoCE the room doubles an idle
+ * socket's CQ.  False if the CQ cannot grow: zero copy stays off for the
+ * connection, as without memory for its registrations.  Socket lock held,
+ * process context.
+ */
+bool sdp_cq_zc_room(struct sdp_sock *ssk)
+{
+	u32 cqe;
+
+	sock_owned_by_me(&ssk->sk);
+
+	if (ssk->cq_zc)
+		return true;
+	cqe = ssk->cq->cqe;
+	if (sdp_fault_post(SDP_FAULT_CQ) ||
+	    ib_resize_cq(ssk->cq, cqe + SDP_ZC_WRS)) {
+		SDP_INC(&ssk->sk, SDP_CNT_CQ_GROW_REFUSED);
+		return false;
+	}
+	SDP_INC(&ssk->sk, SDP_CNT_CQ_GROWN);
+	ssk->cq_zc = true;
+	ssk->cq_fixed += SDP_ZC_WRS;
+	ssk->rx_cq_room = ssk->cq->cqe - ssk->cq_fixed;
+	/* Sized for the first buffers: now with the new room, as made. */
+	ssk->cq_base = cqe == ssk->cq_base ? ssk->cq->cqe :
+					     ssk->cq_base + SDP_ZC_WRS;
+	return true;
+}
+
+/*
  * The CQ back to its first size once the receive ring is back to its
  * first number of buffers (the stream idled, sdp_rx_trim()): then no more
  * completions can be outstanding than it had room for when new.  If the
@@ -480,6 +516,7 @@ void sdp_cq_shrink(struct sdp_sock *ssk, u32 rx_live)
 		return;
 	if (ib_resize_cq(ssk->cq, ssk->cq_base))
 		return;
+	ssk->cq_base = ssk->cq->cqe; /* as the device made it */
 	ssk->rx_cq_room = ssk->cq->cqe - ssk->cq_fixed;
 	ssk->cq_grow_refused = false;
 }

@@ -1503,8 +1503,11 @@ TEST_F(FailedAlloc, ARingWhoseCqCannotGrowStaysWithinIt)
 {
     Pair p = family_pair(Family::kSdp, kAddrA, 8180);
     ASSERT_GE(p.server.get(), 0);
-    const int off = 0; // bcopy: the unread data fills receive buffers
+    // bcopy: the unread data fills receive buffers, and the reader's
+    // first zero-copy receive would grow the CQ for zero copy.
+    const int off = 0;
     ASSERT_EQ(setsockopt(p.client.get(), SOL_SDP, SDP_ZCOPY_THRESH, &off, sizeof(off)), 0);
+    ASSERT_EQ(setsockopt(p.server.get(), SOL_SDP, SDP_ZCOPY_THRESH, &off, sizeof(off)), 0);
     set_timeouts(p.client.get(), 30);
     set_timeouts(p.server.get(), 30);
     const auto cq_entries = [](int fd) {
@@ -1553,6 +1556,45 @@ TEST_F(FailedAlloc, ARingWhoseCqCannotGrowStaysWithinIt)
     EXPECT_EQ(delta("conn_err_reset"), 0u);
     p = Pair();
     expect_released(8180);
+}
+
+// The first zero-copy transfer of a connection makes room in its CQ for
+// zero copy's work requests.  If that resize fails (no memory, a device
+// that says no), zero copy stays off for the connection: its transfers go
+// by bcopy, whole, and the connection lives.
+TEST_F(FailedAlloc, ACqWithoutRoomForZeroCopyLeavesItOff)
+{
+    Pair p = family_pair(Family::kSdp, kAddrA, 8182);
+    ASSERT_GE(p.server.get(), 0);
+    set_timeouts(p.client.get(), 30);
+    set_timeouts(p.server.get(), 30);
+    ASSERT_TRUE(write_file(kFailPostKinds, "16"));
+    ASSERT_TRUE(write_file(kFailPosts, "2")); // both ends' first zero copy
+    constexpr size_t kBytes = 4 * 1024 * 1024;
+    std::atomic<bool> written{false};
+    std::thread writer([&] {
+        std::vector<unsigned char> buf(kBytes);
+        fill(buf.data(), buf.size(), 0);
+        written =
+            send(p.client.get(), buf.data(), kBytes, MSG_NOSIGNAL) == static_cast<ssize_t>(kBytes);
+        shutdown(p.client.get(), SHUT_WR);
+    });
+    const ReadEnd read_end =
+        read_to_end(p.server.get(), 256 * kKiB, 0,
+                    [](uint64_t at, unsigned char b) { return b == pattern(at); });
+    writer.join();
+    EXPECT_TRUE(written.load());
+    EXPECT_TRUE(read_end.eof) << read_end.describe();
+    EXPECT_TRUE(read_end.mismatch.empty()) << read_end.describe();
+    EXPECT_EQ(read_end.bytes, kBytes);
+    EXPECT_EQ(read_file(kFailPosts).value_or("?"), "0\n") << "the injected failures never fired";
+    EXPECT_EQ(delta("cq_grow_refused"), 2u);
+    EXPECT_EQ(delta("cq_grown"), 0u);
+    EXPECT_EQ(delta("zcopy_rx_bytes"), 0u) << "zero copy without room in the CQ";
+    EXPECT_EQ(delta("conn_err_transport"), 0u);
+    EXPECT_EQ(delta("conn_err_reset"), 0u);
+    p = Pair();
+    expect_released(8182);
 }
 
 // ---- 6. at the end: no module reference left ------------------------------------

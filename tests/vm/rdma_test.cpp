@@ -733,7 +733,9 @@ TEST(BufferGrowth, TheCompletionQueueGrowsWithTheRingAndShrinksBack)
     const SysctlFor idle("buf_idle_ms", "200");
     Pair p = connected_pair(kAddrA, 7119);
     ASSERT_GE(p.server.get(), 0);
+    // Zero copy would make room in the CQ for its own work requests.
     ASSERT_TRUE(bcopy_only(p.client.get()));
+    ASSERT_TRUE(bcopy_only(p.server.get()));
     const sdp_sock_stats fresh = sock_stats(p.server.get());
     ASSERT_GT(fresh.cq_entries, 0u);
     const auto before = counters();
@@ -777,6 +779,51 @@ TEST(BufferGrowth, TheCompletionQueueGrowsWithTheRingAndShrinksBack)
     EXPECT_EQ(counter_delta(before, "rx_buffers_grown"), grown + 1);
     EXPECT_EQ(max_seg(p.client.get()), sdp_sysctl("buf_size") - 16) << "the segments grew";
     stream_checked(p.server.get(), p.client.get(), 1u << 20);
+}
+
+// `n` pattern bytes (seed) from `from` to `to` by one blocking send and
+// one MSG_WAITALL receive: zero copy at the default threshold.
+void transfer_checked(int from, int to, size_t n, unsigned seed)
+{
+    std::vector<unsigned char> out(n), in(n);
+    for (size_t i = 0; i < n; i++)
+        out[i] = static_cast<unsigned char>((i + seed) * 13 + 5);
+    ssize_t sent = -1;
+    std::thread writer([&] { sent = send(from, out.data(), n, MSG_NOSIGNAL); });
+    const ssize_t got = recv(to, in.data(), n, MSG_WAITALL);
+    writer.join();
+    EXPECT_EQ(sent, static_cast<ssize_t>(n)) << strerror(errno);
+    ASSERT_EQ(got, static_cast<ssize_t>(n)) << strerror(errno);
+    EXPECT_TRUE(in == out) << "the bytes differ";
+}
+
+// A new connection's completion queue has no room for zero copy's work
+// requests: most connections never make a zero-copy transfer.  The first
+// one makes it on each end (cq_grown), later ones find it there; bcopy
+// before it leaves the CQ as it is.
+TEST(CompletionQueue, ZeroCopyMakesItsRoomOnFirstUse)
+{
+    Pair p = connected_pair(kAddrA, 7121);
+    ASSERT_GE(p.server.get(), 0);
+    const uint64_t fresh_client = sock_stats(p.client.get()).cq_entries;
+    const uint64_t fresh_server = sock_stats(p.server.get()).cq_entries;
+    ASSERT_GT(fresh_client, 0u);
+    const auto before = counters();
+    transfer_checked(p.client.get(), p.server.get(), 1000, 1);
+    transfer_checked(p.server.get(), p.client.get(), 1000, 2);
+    EXPECT_EQ(sock_stats(p.client.get()).cq_entries, fresh_client) << "bcopy grew the CQ";
+    EXPECT_EQ(counter_delta(before, "cq_grown"), 0u);
+    constexpr size_t kZc = 256 * 1024;
+    transfer_checked(p.client.get(), p.server.get(), kZc, 3);
+    EXPECT_EQ(counter_delta(before, "zcopy_rx_bytes"), kZc) << "not by zero copy";
+    EXPECT_EQ(counter_delta(before, "cq_grown"), 2u) << "one resize on each end";
+    EXPECT_GT(sock_stats(p.client.get()).cq_entries, fresh_client);
+    EXPECT_GT(sock_stats(p.server.get()).cq_entries, fresh_server);
+    transfer_checked(p.server.get(), p.client.get(), kZc, 4);
+    transfer_checked(p.client.get(), p.server.get(), kZc, 5);
+    EXPECT_EQ(counter_delta(before, "zcopy_rx_bytes"), 3 * kZc);
+    EXPECT_EQ(counter_delta(before, "cq_grown"), 2u) << "the room was there already";
+    EXPECT_EQ(counter_delta(before, "cq_grow_refused"), 0u);
 }
 
 // net.sdp.buf_size_initial 0: buffers of net.sdp.buf_size
