@@ -276,6 +276,14 @@ ReadEnd read_to_end(int fd, size_t chunk, int pause_ms,
     }
 }
 
+// The reader got the whole pattern stream of `bytes`, then EOF.
+void expect_whole_stream(const ReadEnd& end, uint64_t bytes)
+{
+    EXPECT_TRUE(end.eof) << end.describe();
+    EXPECT_TRUE(end.mismatch.empty()) << end.describe();
+    EXPECT_EQ(end.bytes, bytes);
+}
+
 // Whether `pid` has exited within `ms`; reaps it and stores its status.
 bool reaped_within(pid_t pid, int ms, int* status)
 {
@@ -1487,9 +1495,7 @@ TEST_F(FailedAlloc, SendWaitsForMemoryAsTcpsDoes)
     }
     shutdown(p.client.get(), SHUT_WR);
     reader.join();
-    EXPECT_TRUE(read_end.eof) << read_end.describe();
-    EXPECT_TRUE(read_end.mismatch.empty()) << read_end.describe();
-    EXPECT_EQ(read_end.bytes, kBytes);
+    expect_whole_stream(read_end, kBytes);
     p = Pair();
     expect_released(8178);
 }
@@ -1548,9 +1554,7 @@ TEST_F(FailedAlloc, ARingWhoseCqCannotGrowStaysWithinIt)
                     [](uint64_t at, unsigned char b) { return b == pattern(at); });
     writer.join();
     EXPECT_TRUE(written.load());
-    EXPECT_TRUE(read_end.eof) << read_end.describe();
-    EXPECT_TRUE(read_end.mismatch.empty()) << read_end.describe();
-    EXPECT_EQ(read_end.bytes, kBytes);
+    expect_whole_stream(read_end, kBytes);
     EXPECT_EQ(delta("cq_grown"), 0u);
     EXPECT_EQ(delta("conn_err_transport"), 0u);
     EXPECT_EQ(delta("conn_err_reset"), 0u);
@@ -1584,9 +1588,7 @@ TEST_F(FailedAlloc, ACqWithoutRoomForZeroCopyLeavesItOff)
                     [](uint64_t at, unsigned char b) { return b == pattern(at); });
     writer.join();
     EXPECT_TRUE(written.load());
-    EXPECT_TRUE(read_end.eof) << read_end.describe();
-    EXPECT_TRUE(read_end.mismatch.empty()) << read_end.describe();
-    EXPECT_EQ(read_end.bytes, kBytes);
+    expect_whole_stream(read_end, kBytes);
     EXPECT_EQ(read_file(kFailPosts).value_or("?"), "0\n") << "the injected failures never fired";
     EXPECT_EQ(delta("cq_grow_refused"), 2u);
     EXPECT_EQ(delta("cq_grown"), 0u);
