@@ -30,10 +30,12 @@ mkdir -p "$logdir"
 
 # What a failure looks like in the tiers' output: gtest and the shell tiers
 # ([  FAILED  ]), the conformance suite ([FAIL], CHECK FAILED, "  FAILED:"),
-# run.sh/run-pair.sh verdicts, check-dmesg's kernel problems.  sdp_pair_io's
+# run.sh/run-pair.sh verdicts, check-dmesg's kernel problems, and the
+# stages after which user pages were still pinned (tier-socket.sh: they
+# say which stage left pages the gate finds pinned).  sdp_pair_io's
 # "FAILED after" ends runs whose connections fail on purpose: not a failure.
 failure_lines() {
-	grep -E '\[  FAILED  \]|^\[FAIL\]|CHECK FAILED|^  FAILED: |^run(-pair)?\.sh: .*(FAILED|did not|died|failed|not found)|^check-dmesg:|(BUG|WARNING|Oops|INFO: task|watchdog|page allocation failure)' "$1" |
+	grep -E '\[  FAILED  \]|^\[FAIL\]|CHECK FAILED|^  FAILED: |^run(-pair)?\.sh: .*(FAILED|did not|died|failed|not found)|^check-dmesg:|(BUG|WARNING|Oops|INFO: task|watchdog|page allocation failure)|^tier-socket: pinned pages after .*: -?[1-9]' "$1" |
 		grep -v 'FAILED after' | head -n 40
 }
 

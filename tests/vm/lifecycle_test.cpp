@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/io_uring.h>
@@ -1141,6 +1142,28 @@ std::vector<SlabLine> sdp_slab_caches()
     return out;
 }
 
+// The user processes alive now ("pid name" lines): one that outlived its
+// test may hold pinned pages (an io_uring with registered buffers).
+std::string user_processes()
+{
+    std::string out;
+    DIR* dir = opendir("/proc");
+    if (dir == nullptr)
+        return "(no /proc)";
+    while (const dirent* e = readdir(dir)) {
+        const std::string pid = e->d_name;
+        if (pid.find_first_not_of("0123456789") != std::string::npos)
+            continue;
+        // Kernel threads have no command line.
+        if (read_file("/proc/" + pid + "/cmdline").value_or("").empty())
+            continue;
+        const std::string comm = read_file("/proc/" + pid + "/comm").value_or("?\n");
+        out += pid + " " + comm;
+    }
+    closedir(dir);
+    return out;
+}
+
 TEST(Gate, NoSocketsNoPinsEmptySlabAndModuleUnloads)
 {
     if (module_loaded("sdp_kecho"))
@@ -1168,7 +1191,10 @@ TEST(Gate, NoSocketsNoPinsEmptySlabAndModuleUnloads)
             return pins.acquired == pins.released;
         },
         10))
-        << "nr_foll_pin_acquired " << pins.acquired << ", nr_foll_pin_released " << pins.released;
+        << "nr_foll_pin_acquired " << pins.acquired << ", nr_foll_pin_released " << pins.released
+        << "; the stages' lines \"tier-socket: pinned pages after\" say which left them; "
+           "processes alive:\n"
+        << user_processes();
 
     // 3. The socket slab cache (proto_register(&sdp_proto, 1): "SDP") is
     //    empty.  Shrinking first flushes the per-CPU slabs, whose free

@@ -20,8 +20,19 @@ export SDP_MODROOT=$build/modroot-$kver
 # which does not resolve dependencies.
 modprobe rdma_cm
 
+# Pinned user pages (FOLL_PIN) not released yet, after each stage: the
+# gate fails on any left at the end, and these lines say which stage
+# left them (a stage's own transfers may still be ending: a later line
+# at 0 clears it).
+pins_after() {
+	echo 1 > /proc/sys/vm/stat_refresh 2>/dev/null || true
+	awk -v s="$1" '/^nr_foll_pin_acquired /{a=$2} /^nr_foll_pin_released /{r=$2}
+		END { print "tier-socket: pinned pages after " s ": " a - r }' /proc/vmstat
+}
+
 status=0
 "$build/host/sdp_vm_socket_tests" --gtest_color=no || status=1
+pins_after "sdp_vm_socket_tests"
 
 # Soft-RoCE test bed for the RDMA tiers: both devices must come up and an
 # RDMA CM connection must carry data (rping).
@@ -71,6 +82,7 @@ fallback_wait() {
 grep -q '^sdp ' /proc/modules || insmod "$SDP_MODULE" fallback=0
 fallback_wait
 "$build/host/sdp_vm_rdma_tests" --gtest_color=no || status=1
+pins_after "sdp_vm_rdma_tests"
 # Scale: 10,000 idle SDP sockets (5,000 pairs, both ends in this guest)
 # opened one after another, then data both ways on 100 of them picked at
 # random (sdp-connrate fails unless every connect, accept and check
@@ -105,22 +117,29 @@ fi
 echo 1 > /proc/sys/net/sdp/fallback
 fallback_wait
 "$build/host/sdp_vm_fallback_tests" --gtest_color=no || status=1
+pins_after "sdp_vm_fallback_tests"
 python3 tests/vm/ipproto_test.py || status=1
+pins_after "ipproto_test.py"
 # libsdp.so under unmodified programs: iperf3, sockperf, socat, a forking
 # and an edge-triggered epoll server, fallback both ways, a tcp rule.
 bash tests/vm/preload_test.sh "$build" || status=1
+pins_after "preload_test.sh"
 echo 0 > /proc/sys/net/sdp/fallback
 "$build/host/sdp_vm_zcopy_tests" --gtest_color=no || status=1
+pins_after "sdp_vm_zcopy_tests"
 # In-kernel consumers: tests/kmod/sdp_kecho.ko (scripts/build-module.sh).
 SDP_KECHO_MODULE=$build/kmod-tests/$kver/sdp_kecho.ko \
 	"$build/host/sdp_vm_kconsumer_tests" --gtest_color=no || status=1
+	pins_after "sdp_vm_kconsumer_tests"
 # A userspace SDP peer on libibverbs that breaks the zero-copy rules.
 modprobe -a rdma_ucm ib_uverbs
 "$build/host/sdp_vm_rogue_tests" --gtest_color=no || status=1
+pins_after "sdp_vm_rogue_tests"
 # Process faults during zero copy (SIGKILL, fork, munmap/MADV_DONTNEED of
 # the buffer) and a userfaultfd-stalled fault that must not stall the RDMA
 # CM for other connections.
 "$build/host/sdp_vm_fault_tests" --gtest_color=no || status=1
+pins_after "sdp_vm_fault_tests"
 # make check shares the passes after the first among the guests of the
 # kernels it tests (SDP_CONFORMANCE_SHARE=I/N: this is the I-th of N; from
 # the Makefile through scripts/vm/each-kernel.sh), round robin, so that
@@ -146,6 +165,7 @@ if [ "${SDP_CONFORMANCE-1}" = 1 ]; then
 	echo "tier-socket: conformance with net.sdp.zcopy_thresh=65536"
 	"$build/host/tests/vm/conformance/sdp_conformance" --families inet,sdp \
 		${SDP_CONFORMANCE_ARGS:-} || status=1
+		pins_after "conformance, zcopy_thresh 65536"
 	# Most transfers by RDMA Read/Write, then zero copy off.
 	for thresh in 4096 0; do
 		conformance_here "with net.sdp.zcopy_thresh=$thresh" || continue
@@ -153,6 +173,7 @@ if [ "${SDP_CONFORMANCE-1}" = 1 ]; then
 		echo "$thresh" > /proc/sys/net/sdp/zcopy_thresh
 		"$build/host/tests/vm/conformance/sdp_conformance" --families inet,sdp \
 			${SDP_CONFORMANCE_ARGS:-} || status=1
+			pins_after "conformance, zcopy_thresh $thresh"
 	done
 	echo 65536 > /proc/sys/net/sdp/zcopy_thresh
 	# The same as a program written for TCP's MSG_ZEROCOPY runs it:
@@ -164,6 +185,7 @@ if [ "${SDP_CONFORMANCE-1}" = 1 ]; then
 		echo 4096 > /proc/sys/net/sdp/zcopy_thresh
 		"$build/host/tests/vm/conformance/sdp_conformance" --families inet,sdp --zerocopy \
 			${SDP_CONFORMANCE_ARGS:-} || status=1
+			pins_after "conformance, MSG_ZEROCOPY"
 		echo 65536 > /proc/sys/net/sdp/zcopy_thresh
 	fi
 	# IPPROTO_SDP sockets, addressed as TCP's, then mixed with TCP (SDP
@@ -174,6 +196,7 @@ if [ "${SDP_CONFORMANCE-1}" = 1 ]; then
 		echo "tier-socket: conformance, TCP against $fam"
 		"$build/host/tests/vm/conformance/sdp_conformance" --families inet,$fam \
 			${SDP_CONFORMANCE_ARGS:-} || status=1
+			pins_after "conformance, TCP against $fam"
 	done
 	# SDP on both ends with the fallback policy as the default
 	# (net.sdp.fallback=1): listeners take TCP too, refusals fall back.
@@ -183,6 +206,7 @@ if [ "${SDP_CONFORMANCE-1}" = 1 ]; then
 		fallback_wait
 		"$build/host/tests/vm/conformance/sdp_conformance" --families inet,sdp \
 			${SDP_CONFORMANCE_ARGS:-} || status=1
+			pins_after "conformance, net.sdp.fallback=1"
 		echo 0 > /proc/sys/net/sdp/fallback
 	fi
 else
@@ -204,6 +228,7 @@ fi
 # Lifecycle, after every other test: keepalive sequences must free their
 # sockets (F2), IPv6 names as TCP's (F8), memory-cgroup charging (F5).
 "$build/host/sdp_vm_lifecycle_tests" --gtest_color=no --gtest_filter='-Gate.*' || status=1
+pins_after "sdp_vm_lifecycle_tests"
 # The lifecycle gate, last: once every test above has closed its sockets, no
 # SDP socket may be left (within net.sdp.fin_timeout_ms), pinned user pages
 # are back in balance, the SDP slab cache is empty and sdp.ko unloads
