@@ -20,11 +20,12 @@ pattern="$pattern"'|possible circular locking dependency|possible recursive lock
 # power-off takes the host root (9p) away while the guest's PID 1, a bash
 # script run from it, still waits (scripts/vm/guest-stage2.sh): a page of
 # bash or its libraries that has to be read again then faults with SIGBUS,
-# and PID 1 exiting panics the kernel, after "reboot: Power down", when
-# nothing of the tests or of sdp.ko runs any more.  Anything else after the
-# power-off is still reported.
+# and PID 1 exiting panics the kernel, after "sysrq: Power Off" (the
+# script's request, once the results are saved) and usually after
+# "reboot: Power down" too, when nothing of the tests runs any more.
+# Anything else after the power-off is still reported.
 upto_poweroff_panic() {
-	awk '/reboot: Power down/ { down = 1 }
+	awk '/sysrq: Power Off|reboot: Power down/ { down = 1 }
 	     down && /Kernel panic - not syncing: Attempted to kill init!/ { exit }
 	     { print }' "$1"
 }

@@ -91,6 +91,12 @@ if ! "$check" "$work/poweroff.log" 2>/dev/null; then
 	echo "FAIL: PID 1's panic after the power-off was reported"
 	failures=$((failures + 1))
 fi
+# The panic may come before "reboot: Power down" is printed.
+{ printf '%s\n' "$clean"; printf '%s\n' "${poweroff_panic[0]}" "${poweroff_panic[@]:2}"; } > "$work/poweroff-early.log"
+if ! "$check" "$work/poweroff-early.log" 2>/dev/null; then
+	echo "FAIL: PID 1's panic right after the power-off request was reported"
+	failures=$((failures + 1))
+fi
 { printf '%s\n' "$clean"; echo '[ 50.0] WARNING: at x'; printf '%s\n' "${poweroff_panic[@]}"; } > "$work/poweroff-bad.log"
 if "$check" "$work/poweroff-bad.log" 2>/dev/null; then
 	echo "FAIL: a warning before the power-off passed"
