@@ -750,6 +750,7 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 	struct sdp_core_zc zc;
 	struct ib_reg_wr reg;
 	bool too_big = false;
+	bool use_sink;
 	bool join;
 	size_t want;
 	u32 sent = 0;
@@ -833,8 +834,16 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 		return SDP_ZC_NEXT_BCOPY_CHUNK; /* not seen: may_join said room */
 	ssk->tx_busy = true;
 
+	/*
+	 * The peer's SinkAvail takes a send that returns when written, and
+	 * its notification then; with asynchronous offers in flight that
+	 * would come before theirs (the last one's key may still be being
+	 * invalidated, the lock dropped).  A joining send offers instead,
+	 * and its number is notified after theirs.
+	 */
+	use_sink = !join && sdp_core_sink_len(&ssk->core);
 	want = min_t(size_t, msg_data_left(msg), chunk);
-	if (sdp_core_sink_len(&ssk->core))
+	if (use_sink)
 		want = min_t(size_t, want, sdp_core_sink_len(&ssk->core));
 	next = SDP_ZC_NEXT_BCOPY_REST; /* unless registered */
 	if (sdp_mr_collect(ssk, map, &msg->msg_iter, want, false) < 0)
@@ -844,7 +853,7 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 		goto out;
 	}
 	next = SDP_ZC_NEXT_ZCOPY;
-	if (sdp_core_sink_take(&ssk->core, map->len, &zc)) {
+	if (use_sink && sdp_core_sink_take(&ssk->core, map->len, &zc)) {
 		/* Our key stays local: the peer gives us its buffer. */
 		reg.access = 0;
 		map->remote = false;

@@ -1276,6 +1276,47 @@ TEST_F(ZeroCopy, MsgZerocopySeveralSendsInFlightAtOnce)
     EXPECT_EQ(outq, 0);
 }
 
+// Blocking MSG_ZEROCOPY sends while a reader takes several at a time with
+// MSG_WAITALL: the reader posts SinkAvails whenever it has read all that
+// was offered, while the last offer's key may still be being invalidated.
+// A send that joins offers in flight offers too, rather than writing into
+// the SinkAvail and returning (notified) before them: the notifications
+// come in order, without a gap, and the bytes arrive intact.
+TEST_F(ZeroCopy, MsgZerocopyNotificationsStayInOrderWhileTheReaderAdvertises)
+{
+    const int c = zerocopy_client(p_);
+    constexpr uint32_t kSends = 200;
+    constexpr size_t kLen = 256 * 1024;
+    std::thread reader(
+        [&] { recv_stream(p_.server.get(), kSends * kLen, 5 * kLen, 9, MSG_WAITALL); });
+    // Pauses of 0 to 4 ms between the sends sweep the moment the next send
+    // comes across that of the reader's SinkAvail and the last offer's
+    // invalidation.
+    std::vector<std::vector<unsigned char>> bufs(kSends, std::vector<unsigned char>(kLen));
+    for (uint32_t k = 0; k < kSends; k++) {
+        fill(bufs[k], k * kLen, 9);
+        const ssize_t n = send(c, bufs[k].data(), kLen, MSG_ZEROCOPY | MSG_NOSIGNAL);
+        if (n != static_cast<ssize_t>(kLen)) {
+            ADD_FAILURE() << "send " << k << " returned " << n << ": " << strerror(errno);
+            shutdown(c, SHUT_RDWR); // the reader sees the end
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(250 * (k % 17)));
+    }
+    reader.join();
+    ASSERT_FALSE(HasFailure());
+    std::vector<ZcNote> notes;
+    collect_notes(c, kSends - 1, &notes);
+    uint32_t next = 0;
+    for (const ZcNote& n : notes) {
+        EXPECT_EQ(n.ee.ee_info, next) << "a gap or a number out of order";
+        EXPECT_LE(n.ee.ee_info, n.ee.ee_data);
+        next = n.ee.ee_data + 1;
+    }
+    EXPECT_EQ(next, kSends);
+    EXPECT_TRUE(no_note_yet(c));
+}
+
 // A receive with room for several queued offers reads them at once: one
 // registration, an RDMA Read per offer, all in flight together, one
 // transfer and one RdmaRdCompl; the bytes in stream order, the
