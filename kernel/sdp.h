@@ -634,10 +634,16 @@ struct sdp_sock {
 		struct sk_buff *notify;	/* its error-queue notification */
 		struct ubuf_info *ubuf;	/* or io_uring's, a reference */
 		u32 id;			/* its notification number */
+		u32 seq;		/* zc_async_seq when it was added */
 		bool copied;		/* some of that send went by bcopy */
 	} zc_slot[SDP_ZC_ASYNC_MAX];
 	u32 zc_async_head;
 	u32 zc_async_n;
+	u32 zc_async_seq;   /* offers added so far (the next one's seq) */
+	/* An offer without the send's notification (not the send's last)
+	 * had bytes copied: the next notification says COPIED.
+	 */
+	bool zc_async_copied;
 	u32 zc_async_max;   /* offers in flight at most (maps for them) */
 	u32 zc_async_room;  /* ... and as the peer allows; WRITE_ONCE */
 	/* An offer ended with bytes left for bcopy: no new one joins until
@@ -985,10 +991,13 @@ enum sdp_zc_next {
 };
 /* What an asynchronous send (MSG_ZEROCOPY, io_uring SEND_ZC) brings. */
 struct sdp_zc_async_req {
-	struct sk_buff *notify;	/* error-queue notification, taken if async */
 	struct ubuf_info *ubuf;	/* io_uring's completion (msg_ubuf) */
 	bool bcopied;		/* earlier bytes of the send went by bcopy */
+	bool posted;		/* an offer of this send is in flight... */
+	u32 last_seq;		/* ...and this is its last one's seq */
 };
+void sdp_zc_notify_send(struct sock *sk, struct sk_buff *notify, bool copied,
+			const struct sdp_zc_async_req *async);
 enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 			     long *timeo, size_t *copied, int *err,
 			     struct sdp_zc_async_req *async);

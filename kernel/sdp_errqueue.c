@@ -13,9 +13,9 @@
  *
  * A notification is never queued while the peer can still read the
  * buffer: a send that copied, or waited for the peer, is notified as it
- * returns; one that returned with its offer in flight (sdp_zc_async_work())
- * once the offer ended and its key is invalidated, with the number it took
- * when it returned.
+ * returns; one that returned with offers in flight (sdp_zc_async_work())
+ * once the last of them ended and its key is invalidated, with the number
+ * it took when it returned (sdp_zc_notify_send()).
  *
  * The flag is SOCK_ZEROCOPY, as TCP's.  sock_setsockopt() sets it only for
  * TCP's and UDP's protocol numbers, so SDP sockets take SO_ZEROCOPY in

@@ -659,14 +659,14 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 		}
 		if (zcopy && !bcopy_budget && msg_data_left(msg) >= thresh &&
 		    sdp_mr_ready(sk)) {
-			async.notify = notify;
 			async.ubuf = msg->msg_ubuf;
 			async.bcopied = bcopied;
 			switch (sdp_zc_send(sk, msg, &timeo, &copied, &err,
 					    async_ok ? &async : NULL)) {
 			case SDP_ZC_NEXT_ASYNC:
-				/* Its work notifies now. */
-				notify = NULL;
+				/* In flight: the send's notification goes
+				 * with its last offer as it returns.
+				 */
 				continue;
 			case SDP_ZC_NEXT_ZCOPY:
 				continue;
@@ -765,7 +765,7 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 	sdp_push(sk, (flags & MSG_MORE) ? SDP_TXO_CORK : 0);
 	sdp_cq_unclaim(sk);
 	if (notify)
-		sdp_zc_notify(sk, notify, bcopied);
+		sdp_zc_notify_send(sk, notify, bcopied, &async);
 	release_sock(sk);
 	return copied;
 
@@ -773,7 +773,7 @@ do_error:
 	if (copied) {
 		sdp_push(sk, (flags & MSG_MORE) ? SDP_TXO_CORK : 0);
 		if (notify)
-			sdp_zc_notify(sk, notify, bcopied);
+			sdp_zc_notify_send(sk, notify, bcopied, &async);
 		release_sock(sk);
 		return copied;
 	}

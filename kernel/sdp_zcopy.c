@@ -656,9 +656,10 @@ static void sdp_zc_tx_account(struct sock *sk, u32 sent, bool queued)
 }
 
 /*
- * The SrcAvail is posted and covers the rest of an asynchronous send: the
- * send returns now, and sdp_zc_async_work() ends the offer, after the
- * offers queued before it.  The stream stays theirs (tx_busy) until then.
+ * The SrcAvail of the next bytes of an asynchronous send is posted: the
+ * send goes on (or returns) now, and sdp_zc_async_work() ends the offer,
+ * after the offers queued before it.  The stream stays theirs (tx_busy)
+ * until then.
  */
 static void sdp_zc_async_start(struct sock *sk, struct msghdr *msg,
 			       size_t *copied, struct sdp_zc_async_req *async,
@@ -675,10 +676,10 @@ static void sdp_zc_async_start(struct sock *sk, struct msghdr *msg,
 			     SDP_ZC_ASYNC_MAX];
 	slot->map = map;
 	slot->copied = async->bcopied;
-	slot->notify = async->notify;
-	async->notify = NULL;
-	if (slot->notify)
-		slot->id = (u32)atomic_fetch_inc(&sk->sk_zckey);
+	slot->notify = NULL; /* sdp_zc_notify_send(), if the send's last */
+	slot->seq = ssk->zc_async_seq++;
+	async->posted = true;
+	async->last_seq = slot->seq;
 	slot->ubuf = async->ubuf;
 	if (async->ubuf)
 		net_zcopy_get(async->ubuf);
@@ -732,11 +733,12 @@ static struct sdp_zc_map *sdp_zc_tx_map(struct sdp_sock *ssk)
  * *copied and the iterator advance by what the peer took.  The result
  * says how sdp_sendmsg() goes on; with SDP_ZC_NEXT_ERROR, *err is the
  * error to return (signal, timeout, connection gone) after whatever was
- * sent.  With `async` (MSG_ZEROCOPY, io_uring SEND_ZC), an offer of all
- * that is left returns at once (SDP_ZC_NEXT_ASYNC), and a send that may
- * not block takes zero copy only that way: for one registration, the rest
- * of the send then ends as TCP's does when its buffer is full (the count so
- * far, or EAGAIN for the next call until the offer has ended).
+ * sent.  With `async` (MSG_ZEROCOPY, io_uring SEND_ZC), each
+ * registration's offer is left in flight (SDP_ZC_NEXT_ASYNC): a large
+ * send keeps up to zcopy_async_offers of them outstanding, waiting only
+ * for room.  A send that may not block takes zero copy only that way; when
+ * no more may go, the rest of it ends as TCP's does when its buffer is
+ * full (the count so far, or EAGAIN until an offer has ended).
  */
 enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 			     long *timeo, size_t *copied, int *err,
@@ -759,12 +761,11 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 	sock_owned_by_me(sk);
 
 	/*
-	 * An asynchronous send whose offer can cover the rest (or that may
-	 * not block: it offers one registration) may go while earlier ones
-	 * are in flight; any other waits until they ended.
+	 * An asynchronous send may go while earlier offers are in flight,
+	 * one offer per registration, each behind the last; any other waits
+	 * until they ended.
 	 */
-	join = async && (async->ubuf || user_backed_iter(&msg->msg_iter)) &&
-	       (msg_data_left(msg) <= chunk || !*timeo);
+	join = async && (async->ubuf || user_backed_iter(&msg->msg_iter));
 	*err = 0;
 	for (;;) {
 		*err = sdp_zc_wait_tx_ready(sk, timeo, join);
@@ -860,8 +861,7 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 		*err = sdp_zc_write(sk, map, &zc, &reg);
 		if (!*err)
 			sent = zc.len;
-	} else if (async && (map->len == msg_data_left(msg) || !*timeo) &&
-		   (map->user || async->ubuf)) {
+	} else if (async && (map->user || async->ubuf)) {
 		reg.access = IB_ACCESS_REMOTE_READ;
 		map->remote = true;
 		*err = sdp_zc_offer_post(sk, map, &reg, &too_big);
@@ -926,6 +926,35 @@ out:
 }
 
 /*
+ * The notification of a MSG_ZEROCOPY send, as it returns: with its last
+ * offer if that is still in flight (sdp_zc_async_work() queues it once
+ * the offer ended, after those before it), else now (every byte of the
+ * send was copied or read, and its keys are invalid).  The number is
+ * taken here, so the sends of one thread are numbered in order.
+ */
+void sdp_zc_notify_send(struct sock *sk, struct sk_buff *notify, bool copied,
+			const struct sdp_zc_async_req *async)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	u32 behind = ssk->zc_async_seq - async->last_seq;
+
+	sock_owned_by_me(sk);
+
+	if (async->posted && behind <= ssk->zc_async_n) {
+		struct sdp_zc_async_slot *slot =
+			&ssk->zc_slot[(ssk->zc_async_head + ssk->zc_async_n -
+				       behind) % SDP_ZC_ASYNC_MAX];
+
+		slot->notify = notify;
+		slot->id = (u32)atomic_fetch_inc(&sk->sk_zckey);
+		slot->copied |= copied;
+		return;
+	}
+	sdp_zc_notify(sk, notify, copied || ssk->zc_async_copied);
+	ssk->zc_async_copied = false;
+}
+
+/*
  * End the offers of asynchronous sends (sdp_zc_async_start()), oldest
  * first, in a work of their own: wait until the sink read the offer or
  * stopped; send by bcopy what it did not read (a SendSM: MSG_PEEK, small
@@ -979,9 +1008,16 @@ void sdp_zc_async_work(struct work_struct *work)
 		sdp_zc_finish(sk, map);
 		sdp_zc_tx_account(sk, sent, true);
 
-		if (slot->notify)
+		if (slot->notify) {
 			sdp_zc_notify_id(sk, slot->notify, slot->id,
-					 slot->copied);
+					 slot->copied || ssk->zc_async_copied);
+			ssk->zc_async_copied = false;
+		} else if (slot->copied && !slot->ubuf) {
+			/* Not the send's last offer: its notification,
+			 * with a later one or as it returns, says COPIED.
+			 */
+			ssk->zc_async_copied = true;
+		}
 		if (slot->ubuf)
 			sdp_zc_ubuf_done(slot->ubuf, !slot->copied);
 		memset(slot, 0, sizeof(*slot));

@@ -1652,6 +1652,44 @@ TEST_F(ZeroCopy, MsgZerocopyNonblockingSendLargerThanARegistration)
     EXPECT_EQ(delta("zcopy_async_sends"), sends);
 }
 
+// A blocking MSG_ZEROCOPY send larger than one registration offers each
+// registration and keeps them all in flight, up to zcopy_async_offers:
+// one of 5 MiB (three registrations on Soft-RoCE) returns before the peer
+// reads a byte, with the peer's queue holding it all; one of 11 MiB waits
+// only for room, not for each transfer.  Each send has one number,
+// notified once the peer read its last byte, not COPIED; nothing copied.
+TEST_F(ZeroCopy, MsgZerocopyBlockingSendLargerThanARegistrationKeepsItsOffersInFlight)
+{
+    const int c = zerocopy_client(p_);
+    const int s = p_.server.get();
+    constexpr size_t kLen = 5 * kMiB, kLong = 11 * kMiB;
+    std::vector<unsigned char> a(kLen), b(kLong);
+    fill(a, 0, 12);
+    fill(b, kLen, 12);
+    const sdp_sock_stats st0 = sock_stats(c);
+    ASSERT_EQ(send(c, a.data(), kLen, MSG_ZEROCOPY | MSG_NOSIGNAL), static_cast<ssize_t>(kLen))
+        << strerror(errno);
+    const sdp_sock_stats st1 = sock_stats(c);
+    const uint64_t offers = st1.src_avail_sent - st0.src_avail_sent;
+    EXPECT_GE(offers, 3u) << "one offer per registration";
+    EXPECT_EQ(delta("zcopy_async_sends"), offers) << "all of them in flight";
+    EXPECT_TRUE(no_note_yet(c));
+    ASSERT_NO_FATAL_FAILURE(wait_readable_bytes(s, static_cast<int>(kLen)));
+    std::thread reader([&] { recv_stream(s, kLen + kLong, 2 * kMiB, 12); });
+    ASSERT_EQ(send(c, b.data(), kLong, MSG_ZEROCOPY | MSG_NOSIGNAL), static_cast<ssize_t>(kLong))
+        << strerror(errno);
+    reader.join();
+    std::vector<ZcNote> notes;
+    collect_notes(c, 1, &notes);
+    expect_zero_copy_notes(notes, 2);
+    const sdp_sock_stats st2 = sock_stats(c);
+    EXPECT_EQ(st2.zc_tx_bytes - st0.zc_tx_bytes, kLen + kLong);
+    EXPECT_EQ(st2.tx_bcopy_bytes - st0.tx_bcopy_bytes, 0u);
+    EXPECT_EQ(delta("zcopy_async_sends"), st2.src_avail_sent - st0.src_avail_sent);
+    EXPECT_EQ(delta("cpu_copy_bytes"), 0u);
+    EXPECT_TRUE(no_note_yet(c));
+}
+
 // A non-blocking MSG_ZEROCOPY send right after bcopy sends finds Soft-RoCE's
 // send queue busy, where a registration may not go yet (reg_idle_sq).  It
 // gets EAGAIN, as TCP's send with a full buffer, and POLLOUT comes once the
