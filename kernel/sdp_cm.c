@@ -110,6 +110,16 @@ static int sdp_cm_errno(struct sock *sk, struct rdma_cm_event *ev)
 	switch (ev->event) {
 	case RDMA_CM_EVENT_REJECTED:
 	case RDMA_CM_EVENT_CONNECT_ERROR:
+		/*
+		 * A REJ after our RTU: the peer dropped its end before the RTU
+		 * reached it (a listener closed with the connection pending;
+		 * its CM rejects from REP_SENT).  Our connect had completed:
+		 * TCP would see that as a reset.
+		 */
+		if (sdp_sk(sk)->established_once) {
+			SDP_INC(sk, SDP_CNT_ERR_RESET);
+			return -ECONNRESET;
+		}
 		SDP_INC(sk, SDP_CNT_ERR_REFUSED);
 		return -ECONNREFUSED;
 	case RDMA_CM_EVENT_ADDR_ERROR:
