@@ -117,6 +117,7 @@ static int sdp_cm_errno(struct sock *sk, struct rdma_cm_event *ev)
 		 * TCP would see that as a reset.
 		 */
 		if (sdp_sk(sk)->established_once) {
+			SDP_INC(sk, SDP_CNT_CONN_REJ_AFTER_RTU);
 			SDP_INC(sk, SDP_CNT_ERR_RESET);
 			return -ECONNRESET;
 		}

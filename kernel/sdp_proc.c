@@ -220,6 +220,7 @@ static const char *const sdp_counter_names[SDP_CNT_MAX] = {
 	[SDP_CNT_CONN_ACCEPTED] = "conn_accepted",
 	[SDP_CNT_CONN_BY_DATA] = "conn_established_by_data",
 	[SDP_CNT_CONN_COMM_EST] = "conn_rtu_late_told",
+	[SDP_CNT_CONN_REJ_AFTER_RTU] = "conn_rej_after_rtu",
 	[SDP_CNT_ERR_REFUSED] = "conn_err_refused",
 	[SDP_CNT_ERR_UNREACHABLE] = "conn_err_unreachable",
 	[SDP_CNT_ERR_TIMEOUT] = "conn_err_timeout",
