@@ -160,10 +160,31 @@ if [ "$PAIR_ME" = b ]; then
 	kill "$srv" 2>/dev/null
 	wait "$srv" 2>/dev/null
 	dropped=$(tc -s filter show dev eth0 ingress | sed -n 's/.*Sent [0-9]* bytes \([0-9]*\) pkt.*/\1/p' | head -n 1)
-	tc qdisc del dev eth0 ingress
 	pair_log "lost RTU, server: $(tr '\n' ' ' < /tmp/faults-srv-7309.log)"
 	reset=$(sed -n 's/^served: no header: //p' /tmp/faults-srv-7309.log | head -n 1)
 	pair_put rtu-dropped "${dropped:-0} $(($(sdp_stat conn_established_by_data) - by_data)) $(($(sdp_stat conn_rtu_late_told) - told)) ${reset:-nothing}"
+	# 1c (a's part below), the RTUs still dropped: as soon as the
+	# connection is established by its first message, the listener closes.
+	pend=tests/vm/pair/pending_reset.py
+	by_data=$(sdp_stat conn_established_by_data)
+	python3 "$pend" listen sdp 7312 > /tmp/faults-pend-sdp.log 2>&1 &
+	lsdp=$!
+	python3 "$pend" listen tcp 7313 > /tmp/faults-pend-tcp.log 2>&1 &
+	ltcp=$!
+	for _ in $(seq 50); do
+		[ "$(cat /tmp/faults-pend-*.log | grep -c listening)" = 2 ] && break
+		sleep 0.2
+	done
+	pair_mark pend-listening
+	for _ in $(seq 300); do
+		[ "$(sdp_stat conn_established_by_data)" != "$by_data" ] && break
+		sleep 0.1
+	done
+	kill "$lsdp" "$ltcp" 2>/dev/null
+	wait "$lsdp" "$ltcp" 2>/dev/null
+	pair_log "listener closed with a connection pending: $(($(sdp_stat conn_established_by_data) - by_data)) established by data"
+	pair_await pend-done 120
+	tc qdisc del dev eth0 ingress
 else
 	pair_await rtu-listening 60
 	# No --t0-file: the times count from the connect.
@@ -192,6 +213,41 @@ else
 		pass "faults: lost RTU: a connection reset before its RTU is accepted, and reads ECONNRESET"
 	else
 		fail "faults: lost RTU: a connection reset before its RTU: the server's first read got ${reset:-nothing} (want ECONNRESET, as TCP)"
+	fi
+	# 1c. A listener closed before accept() resets the connections in its
+	# queue, as TCP's does.  One established by its first message (the RTU
+	# lost) is still in REP_SENT in b's CM: destroying its id sends a REJ,
+	# which a's CM delivers to a connection whose connect() returned; its
+	# AbortConn, sent first, may come after it (here it never comes: a drops
+	# every RoCE packet from b but the CM's).  The REJ must read as TCP's
+	# reset, not as a refused connect.  The client's bytes are never
+	# acknowledged either: the send watch gets its default 15 s here, so
+	# that only the REJ can end the connection.
+	sysctl -qw net.sdp.tx_stall_ms=15000
+	tc qdisc add dev eth0 handle ffff: ingress
+	tc filter add dev eth0 parent ffff: protocol ip prio 1 u32 \
+		match ip protocol 17 0xff match ip dport 4791 0xffff \
+		match u32 0x00000001 0x00ffffff at 32 action ok
+	tc filter add dev eth0 parent ffff: protocol ip prio 2 u32 \
+		match ip protocol 17 0xff match ip dport 4791 0xffff action drop
+	pair_await pend-listening 120
+	pend=tests/vm/pair/pending_reset.py
+	rej=$(sdp_stat conn_rej_after_rtu)
+	python3 "$pend" connect sdp "$PAIR_PEER_ADDR" 7312 > /tmp/faults-pend-sdp.log 2>&1 &
+	csdp=$!
+	python3 "$pend" connect tcp "$PAIR_PEER_ADDR" 7313 > /tmp/faults-pend-tcp.log 2>&1 &
+	ctcp=$!
+	wait "$csdp" "$ctcp"
+	tc qdisc del dev eth0 ingress
+	sysctl -qw net.sdp.tx_stall_ms=3000
+	pair_mark pend-done
+	pend_sdp=$(tail -n 1 /tmp/faults-pend-sdp.log)
+	pend_tcp=$(tail -n 1 /tmp/faults-pend-tcp.log)
+	rej=$(($(sdp_stat conn_rej_after_rtu) - rej))
+	if [ "$pend_sdp" = "$pend_tcp" ] && [[ $pend_tcp == *"recv ECONNRESET"* ]] && [ "$rej" = 1 ]; then
+		pass "faults: lost RTU: a listener closed before accept() resets the connection by REJ, as TCP's: $pend_sdp"
+	else
+		fail "faults: lost RTU: a listener closed before accept(): SDP '$pend_sdp' (conn_rej_after_rtu +$rej, want 1), TCP '$pend_tcp'"
 	fi
 fi
 pair_sync rtu-end 120 || fail "faults: lost RTU: no rendezvous"
