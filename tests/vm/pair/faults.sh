@@ -407,6 +407,10 @@ else
 		--plan send,recv,stall,silent,idle --seed 37 --t0-file $t0 --timeout 120 > /tmp/faults-kill-tcp.log 2>&1 &
 	cli_tcp=$!
 	sleep 2
+	# b's verdict first: b puts it once its clients run, and a guest
+	# killed before its put completed (seen under load: the file written,
+	# not yet renamed) would leave the tier's verdict unknown.
+	pair_get status-faults 60 > /dev/null || true
 	pair_mark kill-ready
 	pair_request kill-b 60 && touch $t0
 	wait "$cli_sdp"
