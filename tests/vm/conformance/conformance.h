@@ -49,6 +49,10 @@ struct Config {
     int port_base = 20000;
     int priv_port = 700;
     double scale = 1.0;
+    // SDP_VM_WAIT_SCALE (default 1): the debug kernel of `make check-debug`
+    // is several times slower, and pauses that wait for a state to settle
+    // (fill_until_stable()) last that much longer there.
+    int wait_scale = 1;
     bool host = false; // SDP_CONFORMANCE_HOST=1: testbed-only scenarios are skipped
 };
 Config& config();

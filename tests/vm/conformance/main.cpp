@@ -157,6 +157,7 @@ void load_config()
     c.port_base = atoi(env_or("SDP_TEST_PORT_BASE", "20000").c_str());
     c.priv_port = atoi(env_or("SDP_TEST_PRIV_PORT", "700").c_str());
     c.host = env_or("SDP_CONFORMANCE_HOST", "0") == "1";
+    c.wait_scale = std::max(1, atoi(env_or("SDP_VM_WAIT_SCALE", "1").c_str()));
     c.sdp_family = AF_INET_SDP;
     const char* fam = getenv("SDP_FAMILY");
     if (fam != nullptr && *fam != '\0') {

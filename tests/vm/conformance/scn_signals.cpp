@@ -43,7 +43,10 @@ void pester(Thread& t, const std::atomic<bool>& done, int ms)
 // fails: TCP accepts small sends into a partly filled last segment after a
 // large one failed, so each size down to 1 byte is pushed until EAGAIN, and
 // the whole is repeated until three rounds 150 ms apart accept nothing (a
-// zero-window probe can still open a little room after the first).
+// zero-window probe can still open a little room after the first; over SDP
+// with MSG_ZEROCOPY, offers the peer does not read go on by bcopy after
+// zcopy_sink_wait_ms and free the stream for the ring's last room).  The
+// pause grows with SDP_VM_WAIT_SCALE.
 uint64_t fill_until_stable(int fd)
 {
     std::vector<char> buf(65536, 'f');
@@ -61,7 +64,7 @@ uint64_t fill_until_stable(int fd)
         }
         total += this_round;
         idle_rounds = this_round == 0 ? idle_rounds + 1 : 0;
-        sleep_ms(150);
+        sleep_ms(150 * config().wait_scale);
     }
     return total;
 }
