@@ -11,27 +11,13 @@ scripts/vm/rxe-setup.sh with sdp.ko loaded (tests/vm/tier-socket.sh).
 import glob
 import hashlib
 import os
-import re
 import socket
 import struct
 import threading
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-UAPI = os.path.join(HERE, "..", "..", "include", "uapi", "sdp.h")
-
-
-def uapi_constants():
-    """The #defines of include/uapi/sdp.h that are plain numbers."""
-    consts = {}
-    with open(UAPI, encoding="utf-8") as f:
-        for line in f:
-            m = re.match(r"#define\s+(\w+)\s+(\d+)\b", line)
-            if m:
-                consts[m.group(1)] = int(m.group(2))
-    return consts
-
+from sdp_uapi import uapi_constants
 
 C = uapi_constants()
 with open("/sys/module/sdp/parameters/ipproto", encoding="ascii") as _f:

@@ -20,26 +20,13 @@ that must read as the same reset.  SDP sockets are IPPROTO_SDP with SDP_TRANSPOR
 """
 import errno
 import os
-import re
 import select
 import socket
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-UAPI = os.path.join(HERE, "..", "..", "..", "include", "uapi", "sdp.h")
-
-
-def uapi_constants():
-    """The #defines of include/uapi/sdp.h that are plain numbers."""
-    consts = {}
-    with open(UAPI, encoding="utf-8") as f:
-        for line in f:
-            m = re.match(r"#define\s+(\w+)\s+(\d+)\b", line)
-            if m:
-                consts[m.group(1)] = int(m.group(2))
-    return consts
-
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from sdp_uapi import uapi_constants  # noqa: E402
 
 C = uapi_constants()
 
