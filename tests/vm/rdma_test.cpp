@@ -379,27 +379,6 @@ sdp_sock_stats sock_stats(int fd)
     return st;
 }
 
-// A net.sdp sysctl set for one test, its value restored after.
-class SysctlFor {
-  public:
-    SysctlFor(const std::string& name, const std::string& value)
-        : path_("/proc/sys/net/sdp/" + name), saved_(read_file(path_).value_or(""))
-    {
-        EXPECT_TRUE(write_file(path_, value)) << path_;
-    }
-    ~SysctlFor()
-    {
-        if (!saved_.empty())
-            write_file(path_, saved_);
-    }
-    SysctlFor(const SysctlFor&) = delete;
-    SysctlFor& operator=(const SysctlFor&) = delete;
-
-  private:
-    std::string path_;
-    std::string saved_;
-};
-
 // With net.sdp.buf_size_initial set, a connection starts with receive and
 // send buffers of that size; a stream makes the writer ask for larger ones
 // (ChRcvBuf), the reader grows its receive buffers and answers

@@ -204,6 +204,27 @@ inline std::vector<ProcLine> proc_sockets()
     return out;
 }
 
+// A net.sdp sysctl set for one test, its value restored after.
+class SysctlFor {
+  public:
+    SysctlFor(const std::string& name, const std::string& value)
+        : path_("/proc/sys/net/sdp/" + name), saved_(read_file(path_).value_or(""))
+    {
+        EXPECT_TRUE(write_file(path_, value)) << path_;
+    }
+    ~SysctlFor()
+    {
+        if (!saved_.empty())
+            write_file(path_, saved_);
+    }
+    SysctlFor(const SysctlFor&) = delete;
+    SysctlFor& operator=(const SysctlFor&) = delete;
+
+  private:
+    std::string path_;
+    std::string saved_;
+};
+
 } // namespace sdp::vmtest
 
 #endif // SDP_TESTS_VM_SOCKET_UTIL_H
