@@ -126,6 +126,7 @@ extern int sysctl_sdp_zcopy_fail_reg; /* testing: every registration fails */
 extern int sysctl_sdp_zcopy_sink_wait_ms; /* an offer waits this for a reader */
 extern int sysctl_sdp_zcopy_async; /* MSG_ZEROCOPY sends return once offered */
 extern int sysctl_sdp_zcopy_async_offers; /* ... with this many in flight */
+extern int sysctl_sdp_zcopy_pipeline; /* blocking sends: several in flight */
 extern int sysctl_sdp_max_half_open; /* a listener's connections before RTU */
 extern int sysctl_sdp_max_conns; /* connections with RDMA resources */
 extern int sysctl_sdp_memcg_reserve_kb; /* left free in a memory cgroup */
@@ -636,6 +637,7 @@ struct sdp_sock {
 		u32 id;			/* its notification number */
 		u32 seq;		/* zc_async_seq when it was added */
 		bool copied;		/* some of that send went by bcopy */
+		bool held;		/* a blocking send's: it waits for it */
 	} zc_slot[SDP_ZC_ASYNC_MAX];
 	u32 zc_async_head;
 	u32 zc_async_n;
@@ -653,6 +655,19 @@ struct sdp_sock {
 	bool zc_async;			 /* the work owns the transmit side */
 	bool zc_async_fin;   /* shutdown(SHUT_WR) came meanwhile: DisConn after */
 	bool zc_async_close; /* close() came meanwhile: orphan close after */
+	/*
+	 * A blocking send with offers in flight (held slots), which it waits
+	 * for before it returns or sends more by bcopy (sdp_zc_held_settle()):
+	 * its request (compared, never followed), how many of its offers are
+	 * in flight, the bytes the sink did not read of those that ended (the
+	 * send takes them back and sends them again), and whether a SendSM
+	 * stopped one.  One such send at a time; nobody else joins its offers.
+	 * Socket lock; zc_held_req also read by poll (READ_ONCE).
+	 */
+	const struct sdp_zc_async_req *zc_held_req;
+	u32 zc_held_n;
+	u32 zc_held_dropped;
+	bool zc_held_stopped;
 	struct delayed_work tx_watch_work; /* sends that never complete */
 	struct delayed_work comm_est_work; /* tell the CM of a lost RTU */
 	struct delayed_work fallback_work; /* no answer: go on over TCP */
@@ -722,7 +737,8 @@ static inline bool sdp_zc_async_joinable(const struct sdp_sock *ssk)
 	u32 n = READ_ONCE(ssk->zc_async_n);
 
 	return n && n < READ_ONCE(ssk->zc_async_room) &&
-	       !READ_ONCE(ssk->zc_async_stopped);
+	       !READ_ONCE(ssk->zc_async_stopped) &&
+	       !READ_ONCE(ssk->zc_held_req);
 }
 
 /* Every send work request posted so far has completed.  Socket lock held. */
@@ -791,6 +807,8 @@ enum sdp_counter {
 	SDP_CNT_ZC_TIMEOUTS,
 	SDP_CNT_ZC_ASYNC_SENDS,
 	SDP_CNT_ZC_ASYNC_JOINED,
+	SDP_CNT_ZC_HELD_OFFERS,	  /* offers of blocking sends in flight... */
+	SDP_CNT_ZC_HELD_JOINED,	  /* ... posted while another was */
 	SDP_CNT_ZC_SQ_BUSY_AGAIN,
 	SDP_CNT_ZC_CREDIT_AGAIN, /* ... for want of a credit for the offer */
 	SDP_CNT_RX_GROWN,	  /* receive buffers grown at the peer's request */
@@ -990,9 +1008,14 @@ enum sdp_zc_next {
 	SDP_ZC_NEXT_ASYNC,	 /* the rest is offered; the send returns */
 	SDP_ZC_NEXT_AGAIN,	 /* may not block: EAGAIN after what was sent */
 };
-/* What an asynchronous send (MSG_ZEROCOPY, io_uring SEND_ZC) brings. */
+/*
+ * What an asynchronous send (MSG_ZEROCOPY, io_uring SEND_ZC) brings; or a
+ * blocking send that keeps several offers in flight and waits for them
+ * before it returns (hold, sdp_zc_held_settle()).
+ */
 struct sdp_zc_async_req {
 	struct ubuf_info *ubuf;	/* io_uring's completion (msg_ubuf) */
+	bool hold;		/* a blocking send's offers */
 	bool bcopied;		/* earlier bytes of the send went by bcopy */
 	bool posted;		/* an offer of this send is in flight... */
 	u32 last_seq;		/* ...and this is its last one's seq */
@@ -1003,6 +1026,9 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 			     long *timeo, size_t *copied, int *err,
 			     struct sdp_zc_async_req *async);
 void sdp_zc_async_work(struct work_struct *work);
+bool sdp_zc_may_hold(struct sock *sk, size_t left);
+int sdp_zc_held_settle(struct sock *sk, struct msghdr *msg, long *timeo,
+		       size_t *copied, bool *stopped, bool cancel);
 int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 		      int flags, size_t *copied);
 int sdp_zc_recv_advertise(struct sock *sk, struct msghdr *msg, size_t len,

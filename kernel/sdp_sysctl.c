@@ -25,6 +25,7 @@ int sysctl_sdp_zcopy_cancel_ms = 5000;
 int sysctl_sdp_zcopy_fail_reg;
 int sysctl_sdp_zcopy_async = 1;
 int sysctl_sdp_zcopy_async_offers = SDP_ZC_ASYNC_MAX;
+int sysctl_sdp_zcopy_pipeline = 1;
 int sysctl_sdp_zcopy_sink_wait_ms = SDP_CORE_ZC_GRACE_MS;
 int sysctl_sdp_max_half_open = 32;
 int sysctl_sdp_max_conns = 65536;
@@ -291,6 +292,15 @@ static struct ctl_table sdp_sysctl_table[] = {
 		.proc_handler = proc_dointvec_minmax,
 		.extra1 = &sdp_one,
 		.extra2 = &sdp_async_offers_max,
+	},
+	{
+		.procname = "zcopy_pipeline",
+		.data = &sysctl_sdp_zcopy_pipeline,
+		.maxlen = sizeof(int),
+		.mode = 0644,
+		.proc_handler = proc_dointvec_minmax,
+		.extra1 = &sdp_zero,
+		.extra2 = &sdp_one,
 	},
 #ifdef SDP_SYSCTL_NEEDS_SENTINEL
 	{}

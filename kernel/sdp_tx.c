@@ -600,7 +600,7 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 	struct sdp_zc_async_req async = {};
 	struct sk_buff *notify = NULL;
 	bool bcopied = false;	/* this call copied bytes (ZEROCOPY_COPIED) */
-	bool async_ok;
+	bool async_ok, hold_ok;
 	int intr_err = 0;	/* a signal or SO_SNDTIMEO ended an offer */
 	bool zcopy;
 	int thresh;
@@ -623,6 +623,8 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 		   (msg->msg_ubuf || sdp_zc_notify_wanted(sk, msg, size));
 	zcopy = (timeo || async_ok) && !(flags & MSG_OOB) && thresh > 0 &&
 		size >= thresh;
+	/* A blocking send may keep several offers in flight (held). */
+	hold_ok = zcopy && !async_ok && timeo && user_backed_iter(&msg->msg_iter);
 	if (!((1 << sk->sk_state) & (TCPF_ESTABLISHED | TCPF_CLOSE_WAIT))) {
 		err = sdp_wait_connected(sk, &timeo);
 		if (!err && sdp_fallen_back(sk)) {
@@ -648,8 +650,10 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 		}
 	}
 
-	while (msg_data_left(msg)) {
+	while (msg_data_left(msg) || ssk->zc_held_req == &async) {
+		enum sdp_zc_next next;
 		struct sdp_buf *b;
+		bool zc_now;
 		size_t n;
 
 		if (sk->sk_err || (sk->sk_shutdown & SEND_SHUTDOWN) ||
@@ -657,12 +661,36 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 			err = -EPIPE;
 			goto do_error;
 		}
-		if (zcopy && !bcopy_budget && msg_data_left(msg) >= thresh &&
-		    sdp_mr_ready(sk)) {
+		zc_now = zcopy && !bcopy_budget && msg_data_left(msg) >= thresh &&
+			 sdp_mr_ready(sk);
+		if (zc_now || ssk->zc_held_req == &async) {
 			async.ubuf = msg->msg_ubuf;
 			async.bcopied = bcopied;
-			switch (sdp_zc_send(sk, msg, &timeo, &copied, &err,
-					    async_ok ? &async : NULL)) {
+			async.hold = hold_ok &&
+				     (async.hold ||
+				      sdp_zc_may_hold(sk, msg_data_left(msg)));
+			/* Held offers end before anything but another. */
+			next = zc_now ? sdp_zc_send(sk, msg, &timeo, &copied,
+						    &err,
+						    async_ok || async.hold ?
+						    &async : NULL) :
+					SDP_ZC_NEXT_ZCOPY;
+			if (next != SDP_ZC_NEXT_ASYNC &&
+			    ssk->zc_held_req == &async) {
+				bool stopped;
+				int herr;
+
+				herr = sdp_zc_held_settle(sk, msg, &timeo,
+							  &copied, &stopped,
+							  next == SDP_ZC_NEXT_ERROR);
+				if (stopped)
+					zcopy = false;
+				if (herr && next != SDP_ZC_NEXT_ERROR) {
+					next = SDP_ZC_NEXT_ERROR;
+					err = herr;
+				}
+			}
+			switch (next) {
 			case SDP_ZC_NEXT_ASYNC:
 				/* In flight: the send's notification goes
 				 * with its last offer as it returns.
@@ -770,6 +798,12 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 	return copied;
 
 do_error:
+	if (ssk->zc_held_req == &async) {
+		bool stopped;
+
+		/* The connection failed: what the sink read was sent. */
+		sdp_zc_held_settle(sk, msg, &timeo, &copied, &stopped, true);
+	}
 	if (copied) {
 		sdp_push(sk, (flags & MSG_MORE) ? SDP_TXO_CORK : 0);
 		if (notify)

@@ -463,24 +463,43 @@ static bool sdp_zc_wr_compl_posted(struct sdp_sock *ssk)
  * sends in flight: room for one more (net.sdp.zcopy_async_offers, the
  * peer's max_adverts), none of them ended with bytes left for bcopy (those
  * come first), no shutdown or close waits for them, and the core agrees
- * (every offer still offered or read in full).
+ * (every offer still offered or read in full).  A blocking send's offers
+ * are joined by its own next ones only, and it joins nobody else's: it
+ * waits for its offers and takes back what the sink did not read, which
+ * must be the last bytes offered.
  */
-static bool sdp_zc_async_may_join(struct sdp_sock *ssk)
+static bool sdp_zc_async_may_join(struct sdp_sock *ssk,
+				  const struct sdp_zc_async_req *async)
 {
 	sock_owned_by_me(&ssk->sk);
 
+	if (ssk->zc_held_req != (async && async->hold ? async : NULL))
+		return false;
 	return ssk->zc_async_n && ssk->zc_async_n < ssk->zc_async_max &&
 	       !ssk->zc_async_stopped && !ssk->zc_async_fin &&
 	       !ssk->zc_async_close && sdp_core_src_room(&ssk->core);
 }
 
+/* As sdp_zc_async_may_join() as far as a wait can tell without the lock. */
+static bool sdp_zc_async_joinable_by(const struct sdp_sock *ssk,
+				     const struct sdp_zc_async_req *async)
+{
+	u32 n = READ_ONCE(ssk->zc_async_n);
+
+	if (READ_ONCE(ssk->zc_held_req) != (async->hold ? async : NULL))
+		return false;
+	return n && n < READ_ONCE(ssk->zc_async_room) &&
+	       !READ_ONCE(ssk->zc_async_stopped);
+}
+
 /*
  * Wait (interruptibly, for the send timeout) until the transmit side may
  * start a zero-copy transfer: no other transfer, nothing queued ahead (the
- * offered bytes come after it).  With `join`, also until an asynchronous
- * send may add its offer to those in flight (sdp_zc_async_may_join()).
+ * offered bytes come after it).  With `join` (the send's request), also
+ * until it may add its offer to those in flight (sdp_zc_async_may_join()).
  */
-static int sdp_zc_wait_tx_ready(struct sock *sk, long *timeo, bool join)
+static int sdp_zc_wait_tx_ready(struct sock *sk, long *timeo,
+				const struct sdp_zc_async_req *join)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 
@@ -494,7 +513,10 @@ static int sdp_zc_wait_tx_ready(struct sock *sk, long *timeo, bool join)
 		sdp_push(sk, SDP_TXO_PUSH);
 		if (!ssk->tx_busy && ssk->tx.post == ssk->tx.tail)
 			return 0;
-		if (join && sdp_zc_async_may_join(ssk))
+		if (join && sdp_zc_async_may_join(ssk, join))
+			return 0;
+		/* Its offers ended: the stream is still the held send's. */
+		if (join && ssk->zc_held_req == join && !ssk->zc_async_n)
 			return 0;
 		if (!*timeo)
 			return -EAGAIN;
@@ -507,7 +529,9 @@ static int sdp_zc_wait_tx_ready(struct sock *sk, long *timeo, bool join)
 			      sdp_zc_dead(sk) ||
 			      (!READ_ONCE(ssk->tx_busy) &&
 			       READ_ONCE(ssk->tx.post) == READ_ONCE(ssk->tx.tail)) ||
-			      (join && sdp_zc_async_joinable(ssk)),
+			      (join && sdp_zc_async_joinable_by(ssk, join)) ||
+			      (join && READ_ONCE(ssk->zc_held_req) == join &&
+			       !READ_ONCE(ssk->zc_async_n)),
 			      &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
 		ssk->zc_credit_wait = false;
@@ -675,7 +699,12 @@ static void sdp_zc_async_start(struct sock *sk, struct msghdr *msg,
 	slot = &ssk->zc_slot[(ssk->zc_async_head + ssk->zc_async_n) %
 			     SDP_ZC_ASYNC_MAX];
 	slot->map = map;
-	slot->copied = async->bcopied;
+	slot->copied = async->bcopied && !async->hold;
+	slot->held = async->hold;
+	if (async->hold) {
+		WRITE_ONCE(ssk->zc_held_req, async);
+		WRITE_ONCE(ssk->zc_held_n, ssk->zc_held_n + 1);
+	}
 	slot->notify = NULL; /* sdp_zc_notify_send(), if the send's last */
 	slot->seq = ssk->zc_async_seq++;
 	async->posted = true;
@@ -686,14 +715,16 @@ static void sdp_zc_async_start(struct sock *sk, struct msghdr *msg,
 	iov_iter_advance(&msg->msg_iter, len);
 	*copied += len;
 	WRITE_ONCE(ssk->snd_queued, ssk->snd_queued + len);
-	SDP_INC(sk, SDP_CNT_ZC_ASYNC_SENDS);
+	SDP_INC(sk, async->hold ? SDP_CNT_ZC_HELD_OFFERS :
+				  SDP_CNT_ZC_ASYNC_SENDS);
 	/* How many may be in flight, for poll (sdp_zc_async_joinable()). */
 	sdp_core_zc_query(&ssk->core, &st);
 	WRITE_ONCE(ssk->zc_async_room,
 		   min(ssk->zc_async_max, st.peer_max_adverts));
 	WRITE_ONCE(ssk->zc_async_n, ssk->zc_async_n + 1);
 	if (ssk->zc_async_n > 1) {
-		SDP_INC(sk, SDP_CNT_ZC_ASYNC_JOINED);
+		SDP_INC(sk, async->hold ? SDP_CNT_ZC_HELD_JOINED :
+					  SDP_CNT_ZC_ASYNC_JOINED);
 		return; /* the work is at the earlier ones */
 	}
 	ssk->zc_async = true;
@@ -749,9 +780,11 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 			     SDP_ZC_MAX_LEN);
 	enum sdp_zc_next next = SDP_ZC_NEXT_ZCOPY;
 	struct sdp_zc_map *map;
+	const struct sdp_zc_async_req *joiner = NULL;
 	struct sdp_core_zc zc;
 	struct ib_reg_wr reg;
 	bool too_big = false;
+	bool asked = false;
 	bool use_sink;
 	bool join;
 	size_t want;
@@ -763,12 +796,16 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 	/*
 	 * An asynchronous send may go while earlier offers are in flight,
 	 * one offer per registration, each behind the last; any other waits
-	 * until they ended.
+	 * until they ended.  `asked`: the send asked for zero copy
+	 * (MSG_ZEROCOPY, SEND_ZC), and would rather wait for it.
 	 */
-	join = async && (async->ubuf || user_backed_iter(&msg->msg_iter));
+	if (async && (async->ubuf || user_backed_iter(&msg->msg_iter))) {
+		joiner = async;
+		asked = !async->hold;
+	}
 	*err = 0;
 	for (;;) {
-		*err = sdp_zc_wait_tx_ready(sk, timeo, join);
+		*err = sdp_zc_wait_tx_ready(sk, timeo, joiner);
 		/*
 		 * Data queued ahead waits for credits: a send that may not
 		 * block and asked for zero copy gets EAGAIN, and POLLOUT when
@@ -776,8 +813,7 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 		 * behind the queued ones would leave the next send the same
 		 * queue.
 		 */
-		if (*err == -EAGAIN && !*timeo && async && !ssk->tx_busy &&
-		    (async->ubuf || user_backed_iter(&msg->msg_iter))) {
+		if (*err == -EAGAIN && !*timeo && asked && !ssk->tx_busy) {
 			WRITE_ONCE(ssk->zc_credit_wanted, true);
 			SDP_INC(sk, SDP_CNT_ZC_CREDIT_AGAIN);
 			return SDP_ZC_NEXT_AGAIN;
@@ -795,7 +831,7 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 		 * copied too: a stream of them would never see zero copy.
 		 */
 		if (!*timeo) {
-			if (!async || !(async->ubuf || user_backed_iter(&msg->msg_iter)))
+			if (!asked)
 				return SDP_ZC_NEXT_BCOPY_REST;
 			WRITE_ONCE(ssk->zc_sq_wanted, true);
 			SDP_INC(sk, SDP_CNT_ZC_SQ_BUSY_AGAIN);
@@ -819,8 +855,7 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 	 * the next one needs.
 	 */
 	if (!sdp_zc_can_offer(ssk)) {
-		if (!*timeo && async &&
-		    (async->ubuf || user_backed_iter(&msg->msg_iter))) {
+		if (!*timeo && asked) {
 			WRITE_ONCE(ssk->zc_credit_wanted, true);
 			SDP_INC(sk, SDP_CNT_ZC_CREDIT_AGAIN);
 			*err = -EAGAIN;
@@ -828,6 +863,12 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 		}
 		return SDP_ZC_NEXT_BCOPY_CHUNK;
 	}
+	/*
+	 * A blocking send's offers ended with bytes the sink did not read:
+	 * it takes them back before anything more goes (sdp_sendmsg()).
+	 */
+	if (ssk->zc_held_req && (ssk->zc_held_dropped || ssk->zc_held_stopped))
+		return SDP_ZC_NEXT_BCOPY_REST;
 	/* Joining asynchronous offers in flight: the stream is theirs. */
 	join = ssk->zc_async_n != 0;
 	map = sdp_zc_tx_map(ssk);
@@ -918,8 +959,10 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 		*err = -EPIPE;
 	}
 out:
-	/* Asynchronous offers in flight keep the stream theirs. */
-	if (!ssk->zc_async_n)
+	/* Asynchronous offers in flight keep the stream theirs, and so
+	 * does a blocking send that waits for its offers.
+	 */
+	if (!ssk->zc_async_n && !ssk->zc_held_req)
 		ssk->tx_busy = false;
 	sdp_zc_wake(sk);
 	return next;
@@ -952,6 +995,132 @@ void sdp_zc_notify_send(struct sock *sk, struct sk_buff *notify, bool copied,
 	}
 	sdp_zc_notify(sk, notify, copied || ssk->zc_async_copied);
 	ssk->zc_async_copied = false;
+}
+
+/*
+ * An offer of a blocking send ended (sdp_zc_async_work()): the bytes the
+ * sink did not read leave the stream, and the send takes them back
+ * (sdp_zc_held_settle()).  Offers end in stream order, and whatever ended
+ * one early (SendSM, a cancel, the connection's end) ends every later one
+ * unread: the bytes taken back are the last ones offered.
+ */
+static void sdp_zc_held_ended(struct sock *sk, struct sdp_zc_map *map,
+			      u32 sent, int end)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	u32 rest = map->len - min(sent, map->len);
+
+	sock_owned_by_me(sk);
+
+	if (sent && ssk->zc_held_dropped) {
+		/* Read after an offer that was not: not the stream sent. */
+		sdp_zc_give_up(sk, "offers read out of order");
+		return;
+	}
+	if (end == SDP_SRC_STOPPED)
+		ssk->zc_held_stopped = true;
+	if (!rest)
+		return;
+	ssk->zc_held_dropped += rest;
+	WRITE_ONCE(ssk->snd_queued, ssk->snd_queued - rest);
+}
+
+/*
+ * Whether a blocking send with `left` bytes to go keeps several offers in
+ * flight (held: it waits for them before it returns): more than one
+ * registration holds (net.sdp.zcopy_chunk, the device's page list),
+ * net.sdp.zcopy_pipeline is on, there are registrations for more than
+ * one, and the peer takes more than one.  Else it makes one offer at a
+ * time and waits for each: one offer gains nothing from the work that
+ * ends held ones.
+ */
+bool sdp_zc_may_hold(struct sock *sk, size_t left)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	struct sdp_core_zc_status st;
+	size_t one;
+
+	sock_owned_by_me(sk);
+
+	one = min_t(size_t, READ_ONCE(sysctl_sdp_zcopy_chunk),
+		    (size_t)(ssk->zc_max_pages - 1) * PAGE_SIZE);
+	if (!READ_ONCE(sysctl_sdp_zcopy_pipeline) || ssk->zc_async_max < 2 ||
+	    left <= one)
+		return false;
+	sdp_core_zc_query(&ssk->core, &st);
+	return st.peer_max_adverts >= 2;
+}
+
+/*
+ * A blocking send's offers in flight end before it returns, or before it
+ * sends anything by bcopy: its buffer is the application's again once
+ * the call returns, and bytes the sink did not read (a SendSM, MSG_PEEK,
+ * nobody reading) are sent again by the send itself, in order.  It waits
+ * as for one offer (sdp_zc_offer_wait()): as long as the peer is alive,
+ * unless a signal or SO_SNDTIMEO comes, or `cancel` says not to.  Then
+ * the offers are taken back (SrcAvailCancel), their answer awaited at
+ * most zcopy_cancel_ms, and what the sink read by then was sent.
+ * *copied and the message's iterator go back by the bytes not read;
+ * *stopped says a SendSM stopped an offer (the rest goes by bcopy).
+ * Returns 0, or the signal's or timeout's error.
+ */
+int sdp_zc_held_settle(struct sock *sk, struct msghdr *msg, long *timeo,
+		       size_t *copied, bool *stopped, bool cancel)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	u32 dropped;
+	int err = 0;
+
+	sock_owned_by_me(sk);
+
+	while (ssk->zc_held_n) {
+		DEFINE_WAIT_FUNC(wait, woken_wake_function);
+		long slice = sdp_zc_wait_slice(sk, *timeo);
+
+		if (cancel || sdp_zc_dead(sk))
+			break;
+		if (!*timeo || signal_pending(current)) {
+			err = *timeo ? sock_intr_errno(*timeo) : -EAGAIN;
+			break;
+		}
+		add_wait_queue(sk_sleep(sk), &wait);
+		sk_wait_event(sk, &slice,
+			      !READ_ONCE(ssk->zc_held_n) || sdp_zc_dead(sk),
+			      &wait);
+		remove_wait_queue(sk_sleep(sk), &wait);
+		if (*timeo != MAX_SCHEDULE_TIMEOUT)
+			*timeo = slice;
+	}
+	if (ssk->zc_held_n && !sdp_zc_dead(sk)) {
+		if (sdp_core_src_cancel(&ssk->core)) {
+			SDP_INC(sk, SDP_CNT_ZC_CANCELS);
+			sdp_push(sk, 0);
+		}
+		if (!sdp_zc_wait_bounded(sk, !ssk->zc_held_n, sdp_zc_dead(sk)))
+			sdp_zc_give_up(sk, "SrcAvailCancel");
+	}
+	/*
+	 * Ended, or the connection did: the work ends the offers at once
+	 * then (its own waits are bounded).  Their count is known only
+	 * once it has.
+	 */
+	while (ssk->zc_held_n)
+		sdp_zc_wait_ms(sk, !ssk->zc_held_n, false, 1000);
+
+	dropped = ssk->zc_held_dropped;
+	*stopped = ssk->zc_held_stopped;
+	ssk->zc_held_dropped = 0;
+	ssk->zc_held_stopped = false;
+	WRITE_ONCE(ssk->zc_held_req, NULL);
+	if (dropped) {
+		iov_iter_revert(&msg->msg_iter, dropped);
+		*copied -= dropped;
+	}
+	if (!ssk->zc_async_n) {
+		ssk->tx_busy = false;
+		sdp_zc_wake(sk);
+	}
+	return err;
 }
 
 /*
@@ -997,13 +1166,17 @@ void sdp_zc_async_work(struct work_struct *work)
 		/* Bytes left for bcopy: no new offer until all ended. */
 		if (end != SDP_SRC_READ)
 			WRITE_ONCE(ssk->zc_async_stopped, true);
-		if (end == SDP_SRC_STOPPED && !sdp_zc_dead(sk)) {
+		if (end == SDP_SRC_STOPPED && !sdp_zc_dead(sk))
 			SDP_INC_SK(ssk, SDP_CNT_ZC_FALLBACK_SEND_SM,
 				   fallback_send_sm);
-			if (sent < map->len &&
-			    !sdp_tx_copy_sg(sk, map->sgl, map->npages, sent,
-					    map->len - sent))
-				slot->copied = true;
+		if (slot->held) {
+			/* The blocking send sends its rest itself. */
+			sdp_zc_held_ended(sk, map, sent, end);
+		} else if (end == SDP_SRC_STOPPED && !sdp_zc_dead(sk) &&
+			   sent < map->len &&
+			   !sdp_tx_copy_sg(sk, map->sgl, map->npages, sent,
+					   map->len - sent)) {
+			slot->copied = true;
 		}
 		sdp_zc_finish(sk, map);
 		sdp_zc_tx_account(sk, sent, true);
@@ -1020,6 +1193,8 @@ void sdp_zc_async_work(struct work_struct *work)
 		}
 		if (slot->ubuf)
 			sdp_zc_ubuf_done(slot->ubuf, !slot->copied);
+		if (slot->held)
+			WRITE_ONCE(ssk->zc_held_n, ssk->zc_held_n - 1);
 		memset(slot, 0, sizeof(*slot));
 		ssk->zc_async_head = (ssk->zc_async_head + 1) %
 				     SDP_ZC_ASYNC_MAX;
@@ -1030,7 +1205,8 @@ void sdp_zc_async_work(struct work_struct *work)
 	WRITE_ONCE(ssk->zc_async_stopped, false);
 	ssk->zc_async = false;
 	ssk->zc_async_task = NULL;
-	ssk->tx_busy = false;
+	/* A blocking send that waits for its offers keeps the stream. */
+	ssk->tx_busy = ssk->zc_held_req != NULL;
 	if (ssk->zc_async_fin) {
 		ssk->zc_async_fin = false;
 		sdp_shutdown_send(sk);

@@ -610,6 +610,150 @@ TEST_F(ZeroCopy, SignalStormSendReturnsAPartialCount)
     signal(SIGALRM, SIG_DFL);
 }
 
+// ---- blocking sends larger than one registration ------------------------------
+
+// Wait (bounded) until the peer's first bytes are offered to `fd` (FIONREAD).
+void wait_offered(int fd)
+{
+    int avail = 0;
+    for (int i = 0; i < 500 * wait_scale() && avail <= 0; i++) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        ASSERT_EQ(ioctl(fd, FIONREAD, &avail), 0) << strerror(errno);
+    }
+    ASSERT_GT(avail, 0) << "nothing offered";
+}
+
+// A blocking send larger than a registration (net.sdp.zcopy_chunk) offers
+// each registration without waiting for the last to be read (held offers,
+// up to net.sdp.zcopy_async_offers in flight), and returns once the peer
+// has read them all and their keys are invalid.  With
+// net.sdp.zcopy_pipeline 0 it offers one at a time.
+TEST_F(ZeroCopy, BlockingSendLargerThanARegistrationKeepsSeveralOffersInFlight)
+{
+    const SysctlFor wait("zcopy_sink_wait_ms", "5000"); // the offers wait for the reader
+    // Not a multiple of a registration: a buffer that does not start on a
+    // page boundary fills the last one less (on Soft-RoCE a registration
+    // holds 2 MiB less a page), and a tail under zcopy_thresh goes by bcopy.
+    constexpr size_t kLen = 7 * kMiB;
+    const int c = p_.client.get();
+    const int s = p_.server.get();
+    std::vector<unsigned char> a(kLen);
+    fill(a, 0, 21);
+    const sdp_sock_stats st0 = sock_stats(c);
+    ssize_t r = -1;
+    // The sender first: its offers, not the reader's SinkAvail.
+    std::thread sender([&] { r = send(c, a.data(), kLen, MSG_NOSIGNAL); });
+    ASSERT_NO_FATAL_FAILURE(wait_offered(s));
+    recv_stream(s, kLen, kLen, 21, MSG_WAITALL);
+    sender.join();
+    EXPECT_EQ(r, static_cast<ssize_t>(kLen)) << strerror(errno);
+    const sdp_sock_stats st1 = sock_stats(c);
+    const uint64_t offers = st1.src_avail_sent - st0.src_avail_sent;
+    EXPECT_GE(offers, 4u) << "one offer per registration";
+    EXPECT_EQ(delta("zcopy_held_offers"), offers);
+    EXPECT_GE(delta("zcopy_held_joined"), 1u) << "no offer went while another was in flight";
+    EXPECT_EQ(delta("zcopy_async_sends"), 0u) << "not MSG_ZEROCOPY";
+    EXPECT_EQ(st1.zc_tx_bytes - st0.zc_tx_bytes, kLen);
+    EXPECT_EQ(delta("cpu_copy_bytes"), 0u);
+
+    const SysctlFor one_by_one("zcopy_pipeline", "0");
+    const auto held_before = delta("zcopy_held_offers");
+    std::thread sender2([&] { r = send(c, a.data(), kLen, MSG_NOSIGNAL); });
+    recv_stream(s, kLen, kLen, 21, MSG_WAITALL);
+    sender2.join();
+    EXPECT_EQ(r, static_cast<ssize_t>(kLen)) << strerror(errno);
+    EXPECT_EQ(delta("zcopy_held_offers"), held_before) << "zcopy_pipeline 0";
+    EXPECT_EQ(sock_stats(c).zc_tx_bytes - st0.zc_tx_bytes, 2 * kLen);
+}
+
+// The receiver reads the first of a blocking send's offers in tiny pieces:
+// it gives the offer up (SendSM), which stops the offers behind it too.
+// The send takes back every byte not read and sends it by bcopy, in order,
+// and returns the whole length.
+TEST_F(ZeroCopy, SendSmStopsHeldOffersAndTheSendCopiesTheRestInOrder)
+{
+    const SysctlFor wait("zcopy_sink_wait_ms", "5000");
+    constexpr size_t kLen = 8 * kMiB;
+    const int c = p_.client.get();
+    const int s = p_.server.get();
+    std::vector<unsigned char> a(kLen);
+    fill(a, 0, 22);
+    ssize_t r = -1;
+    std::thread sender([&] { r = send(c, a.data(), kLen, MSG_NOSIGNAL); });
+    ASSERT_NO_FATAL_FAILURE(wait_offered(s));
+    std::vector<unsigned char> tiny(100);
+    size_t off = 0;
+    while (off < 64 * 1024) {
+        const ssize_t n = recv(s, tiny.data(), tiny.size(), 0);
+        ASSERT_GT(n, 0) << strerror(errno);
+        for (ssize_t i = 0; i < n; i++)
+            ASSERT_EQ(tiny[static_cast<size_t>(i)], pattern(off + static_cast<size_t>(i), 22))
+                << off + static_cast<size_t>(i);
+        off += static_cast<size_t>(n);
+    }
+    std::vector<unsigned char> rest(kLen - off);
+    ASSERT_EQ(recv(s, rest.data(), rest.size(), MSG_WAITALL), static_cast<ssize_t>(rest.size()))
+        << strerror(errno);
+    for (size_t i = 0; i < rest.size(); i++)
+        ASSERT_EQ(rest[i], pattern(off + i, 22)) << "byte " << off + i;
+    sender.join();
+    EXPECT_EQ(r, static_cast<ssize_t>(kLen)) << strerror(errno);
+    EXPECT_GE(delta("zcopy_held_offers"), 2u);
+    EXPECT_GE(delta("rx_send_sm"), 1u);
+    EXPECT_GE(delta("zcopy_fallback_small_reads"), 1u);
+    EXPECT_GT(delta("cpu_copy_bytes"), 0u) << "the rest went by bcopy";
+    int avail = -1;
+    ASSERT_EQ(ioctl(s, FIONREAD, &avail), 0);
+    EXPECT_EQ(avail, 0) << "bytes sent twice";
+}
+
+// A signal ends a blocking send whose offers are in flight after the peer
+// read part of the first: the offers are taken back (SrcAvailCancel) and
+// the send returns the count of bytes the peer read.  Those, and only
+// those, arrive: after shutdown(SHUT_WR) the peer reads exactly that many
+// and then EOF, as from a TCP send that returned a partial count.
+TEST_F(ZeroCopy, SignalDuringHeldOffersReturnsWhatThePeerRead)
+{
+    const SysctlFor wait("zcopy_sink_wait_ms", "60000");
+    struct sigaction sa {};
+    sa.sa_handler = on_alarm; // no SA_RESTART
+    ASSERT_EQ(sigaction(SIGALRM, &sa, nullptr), 0);
+    constexpr size_t kLen = 8 * kMiB;
+    const int c = p_.client.get();
+    const int s = p_.server.get();
+    std::vector<unsigned char> a(kLen);
+    fill(a, 0, 23);
+    std::atomic<bool> done{false};
+    ssize_t r = -1;
+    int e = 0;
+    std::thread sender([&] {
+        r = send(c, a.data(), kLen, MSG_NOSIGNAL);
+        e = errno;
+        done = true;
+    });
+    ASSERT_NO_FATAL_FAILURE(wait_offered(s));
+    std::vector<unsigned char> first(kMiB);
+    ASSERT_EQ(recv(s, first.data(), first.size(), MSG_WAITALL), static_cast<ssize_t>(kMiB))
+        << strerror(errno);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_FALSE(done.load()) << "returned before the peer read its bytes";
+    pthread_kill(sender.native_handle(), SIGALRM);
+    sender.join();
+    ASSERT_GT(r, 0) << strerror(e);
+    EXPECT_GE(r, static_cast<ssize_t>(kMiB));
+    EXPECT_LT(r, static_cast<ssize_t>(kLen));
+    EXPECT_GE(delta("zcopy_held_offers"), 2u);
+    EXPECT_GE(delta("tx_src_avail_cancel"), 1u);
+    for (size_t i = 0; i < first.size(); i++)
+        ASSERT_EQ(first[i], pattern(i, 23)) << "byte " << i;
+    ASSERT_EQ(shutdown(c, SHUT_WR), 0);
+    if (r > static_cast<ssize_t>(kMiB))
+        recv_stream(s, static_cast<size_t>(r) - kMiB, kMiB, 23);
+    char x;
+    EXPECT_EQ(recv(s, &x, 1, 0), 0) << "more bytes than the send's count, or no EOF";
+    signal(SIGALRM, SIG_DFL);
+}
+
 // A blocked zero-copy receive (SinkAvail) interrupted by a signal returns
 // EINTR; the advertisement is cancelled and later data arrives normally.
 TEST_F(ZeroCopy, SignalCancelsABlockedReceive)
