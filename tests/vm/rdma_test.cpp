@@ -720,6 +720,7 @@ TEST(BufferGrowth, TheCompletionQueueGrowsWithTheRingAndShrinksBack)
     const auto before = counters();
     const auto idle_spell = [] { std::this_thread::sleep_for(std::chrono::milliseconds(500)); };
     for (int round = 1; round <= 2; round++) {
+        const auto grown_before = counter_delta(before, "cq_grown");
         {
             // 4 KiB buffers: more of them than the CQ has room for at
             // first, fewer than the ring's cap (52 with the default
@@ -732,7 +733,10 @@ TEST(BufferGrowth, TheCompletionQueueGrowsWithTheRingAndShrinksBack)
             EXPECT_EQ(read_file("/sys/module/sdp/parameters/fail_posts").value_or("?"), "0\n")
                 << "round " << round << ": the growth was not refused";
         }
-        EXPECT_EQ(counter_delta(before, "cq_grown"), static_cast<uint64_t>(round))
+        // At least once: a writer that stalled (ring full) goes on once
+        // the reader caught up, and the ring may have been back to its
+        // first buffers, and the CQ to its first size, in between.
+        EXPECT_GE(counter_delta(before, "cq_grown"), grown_before + 1)
             << "round " << round << ": " << counter_delta(before, "rx_buffers_added")
             << " buffers added";
         idle_spell();
