@@ -603,6 +603,37 @@ static int sdp_zc_offer_post(struct sock *sk, struct sdp_zc_map *map,
 }
 
 /*
+ * Whether our offers ended: the one of a send that waits for each
+ * (sdp_zc_offer_wait()), or all the held ones of a blocking send
+ * (sdp_zc_held_settle()).
+ */
+static bool sdp_zc_offers_ended(struct sock *sk, bool held)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	return held ? !READ_ONCE(ssk->zc_held_n) : sdp_zc_src_ended(ssk);
+}
+
+/*
+ * Take our offers back (SrcAvailCancel: one covers all), unless a cancel
+ * is on its way already (a SendSM asked for it), and await the sink's
+ * answer at most zcopy_cancel_ms, ignoring signals: a sink that does not
+ * answer in that time loses the connection.
+ */
+static void sdp_zc_take_back(struct sock *sk, bool held)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	if (sdp_core_src_cancel(&ssk->core)) {
+		SDP_INC(sk, SDP_CNT_ZC_CANCELS);
+		sdp_push(sk, 0);
+	}
+	if (!sdp_zc_wait_bounded(sk, sdp_zc_offers_ended(sk, held),
+				 sdp_zc_dead(sk)))
+		sdp_zc_give_up(sk, "SrcAvailCancel");
+}
+
+/*
  * Wait until our SrcAvail ends: the sink read it all, or it sent SendSM,
  * the core cancelled the rest and the sink answered the cancel.  Waiting
  * for that answer is waiting for the peer to take our messages, as a TCP
@@ -642,12 +673,7 @@ static int sdp_zc_offer_wait(struct sock *sk, long *timeo)
 	 * zcopy_cancel_ms.
 	 */
 	err = *timeo ? sock_intr_errno(*timeo) : -EAGAIN;
-	if (sdp_core_src_cancel(&ssk->core)) {
-		SDP_INC(sk, SDP_CNT_ZC_CANCELS);
-		sdp_push(sk, 0);
-	}
-	if (!sdp_zc_wait_bounded(sk, sdp_zc_src_ended(ssk), sdp_zc_dead(sk)))
-		sdp_zc_give_up(sk, "SrcAvailCancel");
+	sdp_zc_take_back(sk, false);
 	return err;
 }
 
@@ -1009,20 +1035,19 @@ static void sdp_zc_held_ended(struct sock *sk, struct sdp_zc_map *map,
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	u32 rest = map->len - min(sent, map->len);
+	/* Read after an offer that was not: not the stream sent. */
+	bool out_of_order = sent && ssk->zc_held_dropped;
 
 	sock_owned_by_me(sk);
 
-	if (sent && ssk->zc_held_dropped) {
-		/* Read after an offer that was not: not the stream sent. */
-		sdp_zc_give_up(sk, "offers read out of order");
-		return;
-	}
 	if (end == SDP_SRC_STOPPED)
 		ssk->zc_held_stopped = true;
-	if (!rest)
-		return;
-	ssk->zc_held_dropped += rest;
-	WRITE_ONCE(ssk->snd_queued, ssk->snd_queued - rest);
+	if (rest) {
+		ssk->zc_held_dropped += rest;
+		WRITE_ONCE(ssk->snd_queued, ssk->snd_queued - rest);
+	}
+	if (out_of_order)
+		sdp_zc_give_up(sk, "offers read out of order");
 }
 
 /*
@@ -1091,14 +1116,8 @@ int sdp_zc_held_settle(struct sock *sk, struct msghdr *msg, long *timeo,
 		if (*timeo != MAX_SCHEDULE_TIMEOUT)
 			*timeo = slice;
 	}
-	if (ssk->zc_held_n && !sdp_zc_dead(sk)) {
-		if (sdp_core_src_cancel(&ssk->core)) {
-			SDP_INC(sk, SDP_CNT_ZC_CANCELS);
-			sdp_push(sk, 0);
-		}
-		if (!sdp_zc_wait_bounded(sk, !ssk->zc_held_n, sdp_zc_dead(sk)))
-			sdp_zc_give_up(sk, "SrcAvailCancel");
-	}
+	if (ssk->zc_held_n && !sdp_zc_dead(sk))
+		sdp_zc_take_back(sk, true);
 	/*
 	 * Ended, or the connection did: the work ends the offers at once
 	 * then (its own waits are bounded).  Their count is known only
