@@ -623,8 +623,11 @@ int sdp_sendmsg(struct socket *sock, struct msghdr *msg, size_t size)
 		   (msg->msg_ubuf || sdp_zc_notify_wanted(sk, msg, size));
 	zcopy = (timeo || async_ok) && !(flags & MSG_OOB) && thresh > 0 &&
 		size >= thresh;
-	/* A blocking send may keep several offers in flight (held). */
-	hold_ok = zcopy && !async_ok && timeo && user_backed_iter(&msg->msg_iter);
+	/*
+	 * A blocking send may keep several offers in flight (held), from
+	 * user or kernel memory: it waits for them before it returns.
+	 */
+	hold_ok = zcopy && !async_ok && timeo;
 	if (!((1 << sk->sk_state) & (TCPF_ESTABLISHED | TCPF_CLOSE_WAIT))) {
 		err = sdp_wait_connected(sk, &timeo);
 		if (!err && sdp_fallen_back(sk)) {

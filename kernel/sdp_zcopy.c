@@ -825,7 +825,8 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 	 * until they ended.  `asked`: the send asked for zero copy
 	 * (MSG_ZEROCOPY, SEND_ZC), and would rather wait for it.
 	 */
-	if (async && (async->ubuf || user_backed_iter(&msg->msg_iter))) {
+	if (async && (async->hold || async->ubuf ||
+		      user_backed_iter(&msg->msg_iter))) {
 		joiner = async;
 		asked = !async->hold;
 	}
@@ -928,7 +929,7 @@ enum sdp_zc_next sdp_zc_send(struct sock *sk, struct msghdr *msg,
 		*err = sdp_zc_write(sk, map, &zc, &reg);
 		if (!*err)
 			sent = zc.len;
-	} else if (async && (map->user || async->ubuf)) {
+	} else if (async && (map->user || async->ubuf || async->hold)) {
 		reg.access = IB_ACCESS_REMOTE_READ;
 		map->remote = true;
 		*err = sdp_zc_offer_post(sk, map, &reg, &too_big);

@@ -539,12 +539,19 @@ TEST(KernelConsumer, KernelServerUsedEveryMethod)
 }
 
 // The kernel client against a userspace echo server: every byte verified,
-// clean EOF after its half-close.
+// clean EOF after its half-close.  Its blocking sends of 3 and 4 MiB from
+// kernel memory (kvec, bvec) are larger than one registration and keep
+// their offers in flight together (held offers); the server's sends are
+// 256 KiB at most, within one, so every held offer is the client's.  The
+// client poisons its buffer as each send returns: a held offer read after
+// its send returned would fail the byte check.
 TEST(KernelConsumer, KernelClientSelfTestPasses)
 {
     ASSERT_TRUE(module_loaded("sdp_kecho"));
+    ASSERT_EQ(sdp_sysctl("zcopy_pipeline"), 1) << "the tier runs with the default";
     UserEchoServer server(kUserPort);
     ASSERT_GE(server.listener.get(), 0);
+    const auto before = counters();
     const std::string target = std::string(kAddr) + ":" + std::to_string(kUserPort);
     ASSERT_EQ(write_param("client", target), 0);
     // One run at a time.
@@ -564,6 +571,8 @@ TEST(KernelConsumer, KernelClientSelfTestPasses)
     EXPECT_EQ(server.error, "");
     EXPECT_TRUE(server.clean_eof);
     EXPECT_EQ(server.bytes.load(), num(r, "bytes_total"));
+    EXPECT_GT(counter_delta(before, "zcopy_held_offers"), 0u);
+    EXPECT_GT(counter_delta(before, "zcopy_held_joined"), 0u);
 }
 
 // The self-test's checker is live: one flipped byte fails the run and is
