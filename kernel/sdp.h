@@ -1083,8 +1083,9 @@ int sdp_fb_setsockopt(struct socket *sock, int level, int optname,
 int sdp_fb_getsockopt(struct socket *sock, int level, int optname,
 		      char __user *optval, int __user *optlen);
 
-/* sdp_cm.c: end the SDP attempt of a socket that went over TCP. */
+/* sdp_cm.c: the SDP attempt of a socket that may go over TCP. */
 void sdp_cm_abandon(struct sock *sk);
+bool sdp_cm_answer_queued(struct sock *sk);
 
 /* sdp_proc.c */
 int sdp_proc_init(void);
@@ -1110,5 +1111,6 @@ enum sdp_fault_kind {
 int sdp_fault_post(enum sdp_fault_kind kind);
 int sdp_qp_post_send(struct sdp_sock *ssk, const struct ib_send_wr *wr,
 		     enum sdp_fault_kind kind);
+void sdp_fault_fallback_race(struct sdp_sock *ssk);
 
 #endif /* SDP_KERNEL_SDP_H */

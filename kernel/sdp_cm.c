@@ -739,6 +739,37 @@ void sdp_cm_abandon(struct sock *sk)
 		sdp_cm_drop_id(sk, id);
 }
 
+/*
+ * The peer's answer to the current attempt (its REP, as ESTABLISHED, or
+ * a REJ) is in the FIFO, not yet handled: sdp_cm_work() waits for
+ * cm_ev_mutex.  The fallback timer must not abandon such an attempt: once
+ * the CM has sent its RTU the peer holds an established connection (its
+ * server may have accepted it), and tearing the attempt down would reset
+ * a connection the client then never uses.  Socket lock held (cm_id).
+ */
+bool sdp_cm_answer_queued(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+	bool queued = false;
+	u32 n;
+
+	sock_owned_by_me(sk);
+
+	if (!ssk->cm_id)
+		return false;
+	spin_lock_bh(&ssk->cm_ev_lock);
+	for (n = ssk->cm_ev_head; n != ssk->cm_ev_tail; n++) {
+		const struct sdp_cm_ev *e = &ssk->cm_ev[n % SDP_CM_EVENTS];
+
+		if (e->id == ssk->cm_id &&
+		    (e->event == RDMA_CM_EVENT_ESTABLISHED ||
+		     e->event == RDMA_CM_EVENT_REJECTED))
+			queued = true;
+	}
+	spin_unlock_bh(&ssk->cm_ev_lock);
+	return queued;
+}
+
 static bool sdp_cm_pop(struct sdp_sock *ssk, struct sdp_cm_ev *e)
 {
 	bool got = false;
@@ -761,12 +792,21 @@ void sdp_cm_work(struct work_struct *work)
 	struct sdp_sock *ssk = container_of(work, struct sdp_sock, cm_work);
 	struct sock *sk = &ssk->sk;
 	struct sdp_cm_ev e;
+	bool got;
 
-	/* cm_ev_mutex: an id's events are handled or purged, never both. */
-	mutex_lock(&ssk->cm_ev_mutex);
-	while (sdp_cm_pop(ssk, &e))
-		sdp_cm_process(sk, &e);
-	mutex_unlock(&ssk->cm_ev_mutex);
+	/*
+	 * cm_ev_mutex: an id's events are handled or purged, never both.
+	 * Taken per event, so that the fallback timer's work, which takes
+	 * it too, can run between two.
+	 */
+	do {
+		sdp_fault_fallback_race(ssk);
+		mutex_lock(&ssk->cm_ev_mutex);
+		got = sdp_cm_pop(ssk, &e);
+		if (got)
+			sdp_cm_process(sk, &e);
+		mutex_unlock(&ssk->cm_ev_mutex);
+	} while (got);
 	sock_put(sk); /* the reference of the queued work */
 }
 

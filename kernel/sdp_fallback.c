@@ -721,7 +721,8 @@ void sdp_fb_work(struct work_struct *work)
 	lock_sock(sk);
 	if (ssk->fallback_armed) {
 		ssk->fallback_armed = false;
-		if (sk->sk_state == TCP_SYN_SENT)
+		/* An answer that came in time is handled, late or not. */
+		if (sk->sk_state == TCP_SYN_SENT && !sdp_cm_answer_queued(sk))
 			abandon = sdp_fb_try(sk, SDP_CORE_CE_NO_ANSWER);
 	}
 	release_sock(sk);

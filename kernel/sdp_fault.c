@@ -14,7 +14,8 @@
  *   fail_posts       how many of the next such posts fail with -EIO,
  *                    counted down as they do (reads 0 once spent)
  *
- * tests/vm/fault_test.cpp (FailedPost) drives it.
+ * tests/vm/fault_test.cpp (FailedPost) drives it.  A third, fallback_race,
+ * makes a connect's fallback timer expire while the CM's answer waits.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -68,4 +69,38 @@ int sdp_fault_post(enum sdp_fault_kind kind)
 	pr_info("injected %s failure (kind %d)\n",
 		kind >= SDP_FAULT_ALLOC ? "allocation" : "post", kind);
 	return kind >= SDP_FAULT_ALLOC ? -ENOMEM : -EIO;
+}
+
+/*
+ * fallback_race (bool): the fallback timer of a connecting socket expires
+ * at the moment the peer's answer waits in the socket's CM event FIFO,
+ * before sdp_cm_work() handles it: the race of a loaded machine (the
+ * answer in time, its work scheduled after the timer's), made certain.
+ * From sdp_cm_work(), before it takes cm_ev_mutex (the timer's work takes
+ * it too).
+ */
+static bool sdp_fallback_race;
+module_param_named(fallback_race, sdp_fallback_race, bool, 0600);
+MODULE_PARM_DESC(fallback_race,
+		 "test hook: expire a connect's fallback timer when the CM's answer is queued");
+
+void sdp_fault_fallback_race(struct sdp_sock *ssk)
+{
+	struct sock *sk = &ssk->sk;
+	bool fired = false;
+
+	if (likely(!READ_ONCE(sdp_fallback_race)))
+		return;
+	lock_sock(sk);
+	if (ssk->fallback_armed && sdp_cm_answer_queued(sk) &&
+	    cancel_delayed_work(&ssk->fallback_work)) {
+		/* The cancelled work's socket reference goes to this one. */
+		queue_delayed_work(sdp_wq, &ssk->fallback_work, 0);
+		fired = true;
+	}
+	release_sock(sk);
+	if (fired) {
+		pr_info("fallback timer expired with the CM's answer queued\n");
+		flush_delayed_work(&ssk->fallback_work);
+	}
 }

@@ -539,6 +539,38 @@ Fd tcp_client(const char* ip, int port)
     return fd;
 }
 
+// The peer's answer came in time but still waits for the socket's CM work
+// when the fallback timer expires, as on a loaded machine (the test hook
+// fallback_race makes the timer expire at that moment).  The connection is
+// the SDP one the server accepted: going over TCP then would leave the
+// server an SDP connection that the abandoned attempt resets, a connection
+// TCP would never have shown it.
+TEST(Fallback, AnAnswerWaitingWhenTheTimerExpiresKeepsTheConnectionOnSdp)
+{
+    const std::string race = "/sys/module/sdp/parameters/fallback_race";
+    SysctlFor bound("fallback_ms", "60000"); // expires by the hook only
+    KmsgCapture kmsg;
+    const auto before = counters();
+    Fd l = both_listener(kAddrA, 7612);
+    Fd c = sdp_socket(SDP_POLICY_FALLBACK);
+    ASSERT_TRUE(write_file(race, "1"));
+    const int rc = connect_to(c.get(), kAddrA, 7612);
+    EXPECT_TRUE(write_file(race, "0"));
+    ASSERT_EQ(rc, 0) << strerror(rc);
+    EXPECT_TRUE(kmsg.contains("fallback timer expired with the CM's answer queued"));
+    Fd s(accept_within(l.get()));
+    ASSERT_GE(s.get(), 0) << strerror(errno);
+    EXPECT_EQ(int_opt(c.get(), SOL_SDP, SDP_FALLBACK_REASON), SDP_FB_NONE);
+    EXPECT_EQ(counter_delta(before, "conn_fallback_timeout"), 0U);
+    // Else the stream below would wait for a peer that is not there.
+    ASSERT_EQ(int_opt(c.get(), SOL_SDP, SDP_TRANSPORT), SDP_TRANSPORT_SDP);
+    ASSERT_EQ(int_opt(s.get(), SOL_SDP, SDP_TRANSPORT), SDP_TRANSPORT_SDP);
+    expect_stream_works(c.get(), s.get());
+    // No second connection (an abandoned attempt's) waits to be accepted.
+    pollfd p{l.get(), POLLIN, 0};
+    EXPECT_EQ(poll(&p, 1, 300 * wait_scale()), 0);
+}
+
 TEST(Listener, TakesPlainTcpClientsAndSdpOnes)
 {
     const auto before = counters();
