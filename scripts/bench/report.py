@@ -37,6 +37,8 @@ GOAL_ZC_VS_READ = 0.95  # SDP zero-copy stream >= 0.95 x ib_read_bw
 # receiver's result) goes by bcopy, a few bytes per run of megabytes, so
 # "0" means below this, printed with the number itself.
 GOAL_ZC_COPIES = 0.001
+# Issue 15: an idle SDP socket's kernel memory (slab + vmalloc), KiB.
+GOAL_IDLE_KIB = 64
 
 # Series: (tool, family) -> column title.
 THROUGHPUT = [
@@ -334,23 +336,33 @@ def setup_table(data, lines):
     fams = [("TCP", "inet"), ("raw RDMA CM", "rdmacm"), ("SDP", "sdp")]
     got = {}
     for name, fam in fams:
-        for metric in ("conn_rate", "mem_per_conn", "slab_per_conn"):
+        for metric in ("conn_rate", "mem_per_conn", "slab_per_conn", "vmalloc_per_conn"):
             for size, v in data.get(("sdp-connrate", fam, metric), {}).items():
                 got.setdefault(fam, {"n": size})[metric] = v
     if not got:
         return
     lines.append("Connection setup: connections opened one after another and kept open")
     lines.append("(sdp-connrate; both ends in the guest, memory is the guest's, both ends)")
-    lines.append(f"  {'':<14}{'opened':>8}{'conn/s':>10}{'KiB/conn':>10}{'slab KiB':>10}")
+    lines.append(f"  {'':<14}{'opened':>8}{'conn/s':>10}{'KiB/conn':>10}{'slab KiB':>10}"
+                 f"{'vmalloc KiB':>13}")
     for name, fam in fams:
         r = got.get(fam)
         if r is None:
             continue
         lines.append(f"  {name:<14}{r['n']:>8}{fmt(r.get('conn_rate'), 1):>10}"
-                     f"{fmt(r.get('mem_per_conn'), 1):>10}{fmt(r.get('slab_per_conn'), 1):>10}")
+                     f"{fmt(r.get('mem_per_conn'), 1):>10}{fmt(r.get('slab_per_conn'), 1):>10}"
+                     f"{fmt(r.get('vmalloc_per_conn'), 1):>13}")
     rate = lambda fam: got.get(fam, {}).get("conn_rate")
     lines.append(f"  SDP/raw CM setup rate {fmt(ratio(rate('sdp'), rate('rdmacm')))} (goal >= 0.8),"
                  f" SDP/TCP {fmt(ratio(rate('sdp'), rate('inet')))}")
+    # Issue 15's goal is per socket; a connection here is two sockets.
+    sdp = got.get("sdp", {})
+    slab, vmalloc = sdp.get("slab_per_conn"), sdp.get("vmalloc_per_conn")
+    if slab is not None and vmalloc is not None:
+        per_socket = (slab + vmalloc) / 2
+        verdict = "PASS " if per_socket <= GOAL_IDLE_KIB else "SHORT"
+        lines.append(f"  SDP idle socket: {per_socket:.1f} KiB of kernel memory (slab + vmalloc,"
+                     f" half a connection) {verdict} (goal <= {GOAL_IDLE_KIB})")
     lines.append("")
 
 

@@ -652,10 +652,11 @@ echo "bench: iperf3 and sockperf done ($(elapsed))"
 
 # Connection setup: --conns connections one after another, all kept open,
 # then data both ways on 20 of them (not the raw CM's).  Rows: conn_rate
-# (connections/s), mem_per_conn and slab_per_conn (KiB, both ends), at
+# (connections/s), mem_per_conn, slab_per_conn and vmalloc_per_conn (KiB,
+# both ends), at
 # size = the connections opened; a run that stopped early says why.
 connrate() { # FAMILY PORT
-	local fam=$1 log=$logs/connrate-$1.log line n rate mem slab err
+	local fam=$1 log=$logs/connrate-$1.log line n rate mem slab vm err
 	if ! timeout -k 5 120 "$host_build/userlib/bench/sdp-connrate" --family "$fam" \
 		--addr $server_addr --port "$2" --count "$conns" --verify 20 --csv > "$log" 2>&1; then
 		note "setup: sdp-connrate $fam: $(why "$log")"
@@ -666,10 +667,11 @@ connrate() { # FAMILY PORT
 		row sdp-connrate "$fam" conn_rate "$conns" n/a conn/s
 		return
 	fi
-	IFS=, read -r _ n _ _ rate mem slab _ _ err <<< "$line"
+	IFS=, read -r _ n _ _ rate mem slab vm _ _ err <<< "$line"
 	row sdp-connrate "$fam" conn_rate "$n" "$rate" conn/s
 	row sdp-connrate "$fam" mem_per_conn "$n" "$mem" KiB
 	row sdp-connrate "$fam" slab_per_conn "$n" "$slab" KiB
+	row sdp-connrate "$fam" vmalloc_per_conn "$n" "$vm" KiB
 	[ -z "$err" ] || note "setup: $fam stopped after $n connections: $err"
 }
 if [ -x "$host_build/userlib/bench/sdp-connrate" ]; then

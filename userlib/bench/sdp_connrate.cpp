@@ -5,8 +5,11 @@
 // rdma_cm connect/accept with a QP and its CQs, nothing else).  One process
 // holds both ends: a thread accepts, the main thread connects `--count`
 // times one after another and keeps every connection open, then measures
-// the memory the guest lost (MemAvailable and Slab from /proc/meminfo,
-// both ends, kernel and user) and checks data on a subset of them.
+// the memory the guest lost (MemAvailable, Slab and VmallocUsed from
+// /proc/meminfo, both ends, kernel and user) and checks data on a subset of
+// them.  Slab plus VmallocUsed is the kernel memory the connections hold
+// (VmallocUsed counts mapped pages, not guard pages): the providers'
+// queues are vmalloc memory (Soft-RoCE's), the rest is slab.
 // `sdp-connrate --help` for the options.
 #include <algorithm>
 #include <atomic>
@@ -118,6 +121,7 @@ bool parse(int argc, char** argv, Options* o)
 struct Mem {
     long available = 0;
     long slab = 0;
+    long vmalloc = 0;
 };
 
 Mem meminfo()
@@ -133,6 +137,8 @@ Mem meminfo()
             m.available = value;
         else if (key == "Slab:")
             m.slab = value;
+        else if (key == "VmallocUsed:")
+            m.vmalloc = value;
     }
     return m;
 }
@@ -459,6 +465,7 @@ template <class Run> int measure(const Options& o, Run* run, Result* r)
     const int n = r->connected > 0 ? r->connected : 1;
     const double mem_kib = static_cast<double>(before.available - after.available) / n;
     const double slab_kib = static_cast<double>(after.slab - before.slab) / n;
+    const double vmalloc_kib = static_cast<double>(after.vmalloc - before.vmalloc) / n;
     const double rate = r->seconds > 0 ? r->connected / r->seconds : 0;
     const bool checked = o.family != Family::kRdmaCm;
     const std::string error = r->err != 0 ? r->failed_call + " " + std::strerror(r->err) + " at " +
@@ -466,16 +473,16 @@ template <class Run> int measure(const Options& o, Run* run, Result* r)
                                           : "";
     if (o.csv) {
         std::printf("family,connections,accepted,seconds,conns_per_s,mem_kib_per_conn,"
-                    "slab_kib_per_conn,verified,verify_failed,error\n");
-        std::printf("%s,%d,%d,%.3f,%.1f,%.1f,%.1f,%s,%d,%s\n", o.family_name.c_str(), r->connected,
-                    r->accepted, r->seconds, rate, mem_kib, slab_kib,
+                    "slab_kib_per_conn,vmalloc_kib_per_conn,verified,verify_failed,error\n");
+        std::printf("%s,%d,%d,%.3f,%.1f,%.1f,%.1f,%.1f,%s,%d,%s\n", o.family_name.c_str(),
+                    r->connected, r->accepted, r->seconds, rate, mem_kib, slab_kib, vmalloc_kib,
                     checked ? std::to_string(r->verified).c_str() : "n/a", r->verify_failed,
                     error.c_str());
     } else {
         std::printf("%s: %d connections (%d accepted) in %.3f s: %.1f/s; %.1f KiB of memory per "
-                    "connection, both ends (slab %.1f KiB)",
+                    "connection, both ends (slab %.1f KiB, vmalloc %.1f KiB)",
                     o.family_name.c_str(), r->connected, r->accepted, r->seconds, rate, mem_kib,
-                    slab_kib);
+                    slab_kib, vmalloc_kib);
         if (checked)
             std::printf("; data both ways on %d of %d", r->verified,
                         r->verified + r->verify_failed);
