@@ -92,15 +92,16 @@ void sdp_fault_fallback_race(struct sdp_sock *ssk)
 	if (likely(!READ_ONCE(sdp_fallback_race)))
 		return;
 	lock_sock(sk);
-	if (ssk->fallback_armed && sdp_cm_answer_queued(sk) &&
-	    cancel_delayed_work(&ssk->fallback_work)) {
-		/* The cancelled work's socket reference goes to this one. */
-		queue_delayed_work(sdp_wq, &ssk->fallback_work, 0);
-		fired = true;
-	}
+	fired = ssk->fallback_armed && sdp_cm_answer_queued(sk) &&
+		cancel_delayed_work(&ssk->fallback_work);
 	release_sock(sk);
 	if (fired) {
 		pr_info("fallback timer expired with the CM's answer queued\n");
-		flush_delayed_work(&ssk->fallback_work);
+		/*
+		 * The timer's work, run here rather than queued and flushed:
+		 * a work of sdp_wq (WQ_MEM_RECLAIM) must not wait for another.
+		 * It drops the socket reference the cancelled work held.
+		 */
+		sdp_fb_work(&ssk->fallback_work.work);
 	}
 }
