@@ -182,8 +182,8 @@ struct sdp_buf {
 struct sdp_ring {
 	struct sdp_buf *bufs;
 	u32 count;
-	/* Entries of bufs, and of the receive ring's FIFOs and free list:
-	 * the receive ring adds buffers up to it (sdp_rx_add_work()).
+	/* Entries of the ring, and of the receive ring's FIFOs and free
+	 * list: the receive ring adds buffers up to it (sdp_rx_add_work()).
 	 */
 	u32 cap;
 	u32 read;
@@ -195,13 +195,27 @@ struct sdp_ring {
 	struct sdp_buf **unread;
 	struct sdp_buf **free;
 	u32 nfree;
-	/* Entries of bufs below count whose buffer was given back (no data,
-	 * size 0, in no FIFO): an idle stream's ring went back to its first
-	 * number of buffers (sdp_rx_trim()).  sdp_rx_add() fills them first.
+	/* Entries below count whose buffer was given back (no data, size 0,
+	 * in no FIFO): an idle stream's ring went back to its first number
+	 * of buffers (sdp_rx_trim()).  sdp_rx_add() fills them first.
 	 */
 	u32 empty;
+	/* bufs holds the first `first` entries.  The receive ring's others,
+	 * up to cap, are in `more`, allocated when it first adds a buffer
+	 * (sdp_rx_add()): most sockets never do, and their bookkeeping stays
+	 * that of their first buffers.  Other rings: first = cap, no more.
+	 */
+	struct sdp_buf *more;
+	u32 first;
 };
 
+/* Entry i (< cap; past first only once `more` is there). */
+static inline struct sdp_buf *sdp_ring_entry(const struct sdp_ring *r, u32 i)
+{
+	return i < r->first ? &r->bufs[i] : &r->more[i - r->first];
+}
+
+/* Send and control rings: every entry is in bufs. */
 static inline struct sdp_buf *sdp_ring_buf(struct sdp_ring *r, u32 n)
 {
 	return &r->bufs[n % r->count];

@@ -40,6 +40,23 @@ static u32 sdp_ring_count(int sockbuf, u32 buf_size)
 	return clamp_t(u32, n, sysctl_sdp_ring_min, sysctl_sdp_ring_max);
 }
 
+/*
+ * The receive ring's room for buffers a lagging reader adds, fitted to the
+ * receive queue.  Providers size work queues in powers of two, Soft-RoCE
+ * with a slot of its own (max_wr + 1): room for 32 buffers and the drain
+ * marker takes a queue of 64 entries, room for 30 one of 32, a page less
+ * of queue per socket.  Never below the ring's first buffers, nor below
+ * 7/8 of the room asked for.
+ */
+static u32 sdp_rx_room_fit(u32 count, u32 cap)
+{
+	u32 fit = rounddown_pow_of_two(cap + 2) - 2;
+
+	if (fit < count || fit < cap - cap / 8)
+		return cap;
+	return fit;
+}
+
 /* A ring buffer's memory, unmapped and freed (NULL: nothing). */
 void sdp_buf_release(struct ib_device *dev, void *data, u64 dma, u32 size,
 		     enum dma_data_direction dir)
@@ -76,12 +93,13 @@ static void sdp_ring_free(struct ib_device *dev, struct sdp_ring *r,
 
 	if (!r->bufs)
 		return;
-	for (i = 0; i < r->cap; i++) {
-		struct sdp_buf *b = &r->bufs[i];
+	for (i = 0; i < (r->more ? r->cap : r->first); i++) {
+		struct sdp_buf *b = sdp_ring_entry(r, i);
 
 		sdp_buf_release(dev, b->next, b->next_dma, b->next_size, dir);
 		sdp_buf_release(dev, b->data, b->dma, b->size, dir);
 	}
+	kfree(r->more);
 	kfree(r->bufs);
 	memset(r, 0, sizeof(*r));
 }
@@ -92,8 +110,11 @@ u64 sdp_ring_bytes(const struct sdp_ring *r)
 	u64 bytes = 0;
 	u32 i;
 
-	for (i = 0; r->bufs && i < r->count; i++)
-		bytes += r->bufs[i].size + r->bufs[i].next_size;
+	for (i = 0; r->bufs && i < r->count; i++) {
+		const struct sdp_buf *b = sdp_ring_entry(r, i);
+
+		bytes += b->size + b->next_size;
+	}
 	return bytes;
 }
 
@@ -115,7 +136,8 @@ int sdp_buf_alloc(struct ib_device *dev, struct sdp_buf *b, u32 size,
 
 /*
  * A ring of count entries, with room for cap (>= count) of them, the first
- * `alloc` (<= count) with a buffer of `size` bytes.
+ * `alloc` (<= count) with a buffer of `size` bytes.  Entries past count are
+ * allocated when the ring grows into them (sdp_ring_more()).
  */
 static int sdp_ring_alloc(struct ib_device *dev, struct sdp_ring *r, u32 count,
 			  u32 cap, u32 alloc, u32 size,
@@ -125,11 +147,12 @@ static int sdp_ring_alloc(struct ib_device *dev, struct sdp_ring *r, u32 count,
 	int err;
 
 	memset(r, 0, sizeof(*r));
-	r->bufs = kcalloc(cap, sizeof(*r->bufs), SDP_GFP_CONN);
+	r->bufs = kcalloc(count, sizeof(*r->bufs), SDP_GFP_CONN);
 	if (!r->bufs)
 		return -ENOMEM;
 	r->cap = cap;
 	r->count = count;
+	r->first = count;
 	for (i = 0; i < alloc; i++) {
 		err = sdp_buf_alloc(dev, &r->bufs[i], size, dir);
 		if (err)
@@ -339,10 +362,12 @@ int sdp_create_resources(struct sock *sk, struct rdma_cm_id *id)
 	/*
 	 * Small receive buffers hold less: while the reader lags, the ring
 	 * adds buffers (sdp_rx_add_work()) until as many unread bytes wait
-	 * as full-size buffers would hold.  The receive queue and the CQ
-	 * have room for that many small ones from the start.
+	 * as full-size buffers would hold.  The receive queue has room for
+	 * about that many small ones from the start (sdp_rx_room_fit()).
 	 */
-	rx_cap = max(rx_count, sdp_ring_count(sk->sk_rcvbuf, ssk->rx_size));
+	rx_cap = sdp_rx_room_fit(rx_count,
+				 max(rx_count, sdp_ring_count(sk->sk_rcvbuf,
+							      ssk->rx_size)));
 	ssk->rx_unread_max = (u64)rx_count * ssk->buf_size;
 	ssk->rx_base = rx_count;
 	ssk->rx_trim = false;

@@ -180,10 +180,10 @@ static struct sdp_buf *sdp_rx_slot(struct sdp_ring *rx)
 	u32 i;
 
 	if (!rx->empty)
-		return &rx->bufs[rx->count];
+		return sdp_ring_entry(rx, rx->count);
 	for (i = 0; i < rx->count; i++) {
-		if (!rx->bufs[i].data)
-			return &rx->bufs[i];
+		if (!sdp_ring_entry(rx, i)->data)
+			return sdp_ring_entry(rx, i);
 	}
 	return NULL; /* not reached: empty counts such entries */
 }
@@ -207,7 +207,8 @@ static bool sdp_rx_add(struct sdp_sock *ssk)
 	sock_owned_by_me(&ssk->sk);
 
 	for (i = 0; i < rx->count; i++)
-		bytes += max(rx->bufs[i].size, rx->bufs[i].next_size);
+		bytes += max(sdp_ring_entry(rx, i)->size,
+			     sdp_ring_entry(rx, i)->next_size);
 	/* Half the ring again: a few steps to the cap. */
 	add = min(rx->cap - sdp_rx_live(rx), max(sdp_rx_live(rx) / 2, 1U));
 	/* Each posted buffer needs room for its completion. */
@@ -218,6 +219,15 @@ static bool sdp_rx_add(struct sdp_sock *ssk)
 		return true;
 	if (!sdp_charge_begin(&ssk->sk, (u64)add * ssk->rx_size, &old_memcg))
 		return false;
+	/* The entries past the first buffers, on the first addition. */
+	if (!rx->more && rx->cap > rx->first) {
+		rx->more = kcalloc(rx->cap - rx->first, sizeof(*rx->more),
+				   SDP_GFP_CONN);
+		if (!rx->more) {
+			sdp_charge_end(old_memcg);
+			return false;
+		}
+	}
 	for (i = 0; i < add; i++) {
 		struct sdp_buf *b = sdp_rx_slot(rx);
 
@@ -232,10 +242,11 @@ static bool sdp_rx_add(struct sdp_sock *ssk)
 		}
 		bytes += b->size;
 		rx->free[rx->nfree++] = b;
-		if (b == &rx->bufs[rx->count])
-			rx->count++;
-		else
+		/* sdp_rx_slot() took a given-back entry if there was one. */
+		if (rx->empty)
 			rx->empty--;
+		else
+			rx->count++;
 		SDP_INC(&ssk->sk, SDP_CNT_RX_BUFS_ADDED);
 	}
 	sdp_charge_end(old_memcg);
@@ -644,7 +655,7 @@ static bool sdp_ring_grow_alloc(struct sdp_sock *ssk, struct sdp_ring *r,
 			      &old_memcg))
 		return false;
 	for (i = 0; i < r->count && ok; i++) {
-		struct sdp_buf *b = &r->bufs[i];
+		struct sdp_buf *b = sdp_ring_entry(r, i);
 		void *data;
 		u64 dma;
 
@@ -674,7 +685,7 @@ static bool sdp_ring_grow_alloc(struct sdp_sock *ssk, struct sdp_ring *r,
 	if (ok)
 		return true;
 	for (i = 0; i < r->count; i++)
-		sdp_buf_drop_next(dev, &r->bufs[i], dir);
+		sdp_buf_drop_next(dev, sdp_ring_entry(r, i), dir);
 	return false;
 }
 

@@ -723,7 +723,7 @@ TEST(BufferGrowth, TheCompletionQueueGrowsWithTheRingAndShrinksBack)
         const auto grown_before = counter_delta(before, "cq_grown");
         {
             // 4 KiB buffers: more of them than the CQ has room for at
-            // first, fewer than the ring's cap (52 with the default
+            // first, fewer than the ring's cap (30 at 4 KiB with the default
             // SO_RCVBUF), which bounds what a writer ahead of its reader
             // can queue at that size.
             const RefuseNextRxGrowth small_buffers;
