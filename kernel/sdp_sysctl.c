@@ -10,7 +10,7 @@
 #include "sdp_wire.h"
 
 int sysctl_sdp_buf_size = 65536;
-int sysctl_sdp_buf_size_initial = 4096;
+int sysctl_sdp_buf_size_initial = 2048;
 int sysctl_sdp_buf_idle_ms = 2000;
 int sysctl_sdp_ring_min = 8;
 int sysctl_sdp_ring_max = 256;

@@ -1524,7 +1524,7 @@ TEST_F(FailedAlloc, ARingWhoseCqCannotGrowStaysWithinIt)
     const uint64_t fresh = cq_entries(p.server.get());
     ASSERT_GT(fresh, 0u);
     // The reader's first growth of its buffers is refused (32), so that
-    // it takes the unread data in more 4 KiB buffers than the CQ has room
+    // it takes the unread data in more small buffers than the CQ has room
     // for; then the CQ's resize fails (16).
     ASSERT_TRUE(write_file(kFailPostKinds, "48"));
     ASSERT_TRUE(write_file(kFailPosts, "2"));

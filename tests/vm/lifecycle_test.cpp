@@ -837,7 +837,8 @@ TEST(Ipv6Addresses, LinkLocalWithoutScopeIdAsTcp)
 constexpr long long kMiB = 1024 * 1024;
 constexpr long long kMemcgLimit = 64 * kMiB;
 // A pair's receive rings hold at least 8 buffers of net.sdp.buf_size_initial
-// (4 KiB) on both ends, 64 KiB (send buffers come with the first send);
+// (4 KiB, set for the test) on both ends, 64 KiB (send buffers come with the
+// first send);
 // memory.current may lag the slab by the byte charges memcg caches per CPU
 // (a page each), so 7/8 of that is asked, far above what a pair costs with
 // uncharged rings.
@@ -1002,6 +1003,9 @@ bool memcg_child_goes_on(MemcgReport* r)
 
 TEST(MemoryCgroup, ConnectionsAreChargedAndFailCleanlyAtTheLimit)
 {
+    // The bounds below count 4 KiB buffers: larger than the default's, so
+    // the limit comes within kMaxPairs.
+    const SysctlFor initial("buf_size_initial", "4096");
     std::string why;
     const std::string root = cgroup2_root(&why);
     ASSERT_FALSE(root.empty()) << "no cgroup2 hierarchy: " << why;
@@ -1073,7 +1077,7 @@ TEST(MemoryCgroup, ConnectionsAreChargedAndFailCleanlyAtTheLimit)
               << events;
     ASSERT_NE(r.stop, kStopSetup) << kCallNames[r.fail_call] << ": " << errno_text(r.fail_errno)
                                   << " " << r.msg;
-    // Each connection's receive ring (at least 8 buffers of 4 KiB) is
+    // Each connection's receive ring (at least 8 buffers of 4 KiB here) is
     // charged to the cgroup of the process that owns the socket.
     ASSERT_GE(r.pairs, kMeasurePairs)
         << kCallNames[r.fail_call] << " failed with " << errno_text(r.fail_errno) << " after only "
