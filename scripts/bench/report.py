@@ -333,7 +333,7 @@ set xtics ({', '.join(f'"{size_text(s)}" {s}' for s in sizes)})
 
 def setup_table(data, lines):
     """sdp-connrate: connections opened one after another and kept open."""
-    fams = [("TCP", "inet"), ("raw RDMA CM", "rdmacm"), ("SDP", "sdp")]
+    fams = [("TCP", "inet"), ("raw RDMA CM", "rdmacm"), ("rsockets", "rsocket"), ("SDP", "sdp")]
     got = {}
     for name, fam in fams:
         for metric in ("conn_rate", "mem_per_conn", "slab_per_conn", "vmalloc_per_conn"):
@@ -354,7 +354,10 @@ def setup_table(data, lines):
                      f"{fmt(r.get('vmalloc_per_conn'), 1):>13}")
     rate = lambda fam: got.get(fam, {}).get("conn_rate")
     lines.append(f"  SDP/raw CM setup rate {fmt(ratio(rate('sdp'), rate('rdmacm')))} (goal >= 0.8),"
+                 f" SDP/rsockets {fmt(ratio(rate('sdp'), rate('rsocket')))},"
                  f" SDP/TCP {fmt(ratio(rate('sdp'), rate('inet')))}")
+    if "rsocket" in got:
+        lines.append("  (rsockets: the ends librdmacm's thread accepts; no raccept(), no data check)")
     # Issue 15's goal is per socket; a connection here is two sockets.
     sdp = got.get("sdp", {})
     slab, vmalloc = sdp.get("slab_per_conn"), sdp.get("vmalloc_per_conn")

@@ -18,7 +18,7 @@
 #               When SDP cannot run (yet) its points are recorded as n/a with
 #               the error and the bench goes on.
 #   setup       sdp-connrate: --conns connections opened one after another and
-#               kept open, for TCP, SDP and the raw RDMA CM
+#               kept open, for TCP, SDP, rsockets and the raw RDMA CM
 #               (rdma_create_ep + rdma_connect, the ceiling): connections/s
 #               and the guest's memory per connection (both ends)
 #
@@ -677,6 +677,7 @@ connrate() { # FAMILY PORT
 if [ -x "$host_build/userlib/bench/sdp-connrate" ]; then
 	connrate inet 18530
 	connrate rdmacm 18531
+	connrate rsocket 18532
 	if [ $sdp_loaded = 1 ]; then
 		connrate sdp 18533
 	else
