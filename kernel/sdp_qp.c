@@ -137,7 +137,7 @@ int sdp_buf_alloc(struct ib_device *dev, struct sdp_buf *b, u32 size,
 /*
  * A ring of count entries, with room for cap (>= count) of them, the first
  * `alloc` (<= count) with a buffer of `size` bytes.  Entries past count are
- * allocated when the ring grows into them (sdp_ring_more()).
+ * allocated when the receive ring grows into them (sdp_rx_add()).
  */
 static int sdp_ring_alloc(struct ib_device *dev, struct sdp_ring *r, u32 count,
 			  u32 cap, u32 alloc, u32 size,
