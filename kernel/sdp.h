@@ -190,10 +190,12 @@ struct sdp_ring {
 	u32 done;
 	u32 post;
 	u32 tail;
-	/* receive ring only */
-	struct sdp_buf **posted;
-	struct sdp_buf **unread;
-	struct sdp_buf **free;
+	/* receive ring only: entry indices (sdp_ring_entry()); cap is at
+	 * most net.sdp.ring_max's bound of 4096.
+	 */
+	u16 *posted;
+	u16 *unread;
+	u16 *free;
 	u32 nfree;
 	/* Entries below count whose buffer was given back (no data, size 0,
 	 * in no FIFO): an idle stream's ring went back to its first number
@@ -213,6 +215,15 @@ struct sdp_ring {
 static inline struct sdp_buf *sdp_ring_entry(const struct sdp_ring *r, u32 i)
 {
 	return i < r->first ? &r->bufs[i] : &r->more[i - r->first];
+}
+
+/* The index of entry b, the inverse of sdp_ring_entry(). */
+static inline u16 sdp_ring_index(const struct sdp_ring *r,
+				 const struct sdp_buf *b)
+{
+	if (b >= r->bufs && b < r->bufs + r->first)
+		return b - r->bufs;
+	return r->first + (b - r->more);
 }
 
 /* Send and control rings: every entry is in bufs. */

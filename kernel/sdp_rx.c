@@ -26,13 +26,15 @@ int sdp_rx_ring_init(struct sdp_ring *rx)
 {
 	u32 i;
 
+	if (rx->cap > U16_MAX + 1)
+		return -EINVAL;
 	rx->posted = kcalloc(rx->cap, sizeof(*rx->posted), SDP_GFP_CONN);
 	rx->unread = kcalloc(rx->cap, sizeof(*rx->unread), SDP_GFP_CONN);
 	rx->free = kcalloc(rx->cap, sizeof(*rx->free), SDP_GFP_CONN);
 	if (!rx->posted || !rx->unread || !rx->free)
 		return -ENOMEM;
 	for (i = 0; i < rx->count; i++)
-		rx->free[i] = &rx->bufs[i];
+		rx->free[i] = i;
 	rx->nfree = rx->count;
 	return 0;
 }
@@ -50,7 +52,7 @@ void sdp_rx_ring_fini(struct sdp_ring *rx)
 
 static struct sdp_buf *sdp_rx_unread(struct sdp_ring *rx, u32 n)
 {
-	return rx->unread[n % rx->cap];
+	return sdp_ring_entry(rx, rx->unread[n % rx->cap]);
 }
 
 /*
@@ -102,7 +104,8 @@ static void sdp_rx_grow_check(struct sdp_sock *ssk)
 	if (!ssk->rx_grow_to || ssk->rx_size != ssk->rx_grow_to)
 		return;
 	for (n = rx->done; n != rx->post; n++) {
-		if (rx->posted[n % rx->cap]->size != ssk->rx_grow_to)
+		if (sdp_ring_entry(rx, rx->posted[n % rx->cap])->size !=
+		    ssk->rx_grow_to)
 			return;
 	}
 	sdp_core_rx_resized(&ssk->core, ssk->rx_grow_to);
@@ -241,7 +244,7 @@ static bool sdp_rx_add(struct sdp_sock *ssk)
 			break;
 		}
 		bytes += b->size;
-		rx->free[rx->nfree++] = b;
+		rx->free[rx->nfree++] = sdp_ring_index(rx, b);
 		/* sdp_rx_slot() took a given-back entry if there was one. */
 		if (rx->empty)
 			rx->empty--;
@@ -266,7 +269,7 @@ int sdp_post_recvs(struct sock *sk)
 	if (sdp_core_state(&ssk->core) & (SDP_CS_ABORTED | SDP_CS_RX_FAILED))
 		return 0;
 	while (rx->nfree) {
-		struct sdp_buf *b = rx->free[rx->nfree - 1];
+		struct sdp_buf *b = sdp_ring_entry(rx, rx->free[rx->nfree - 1]);
 		struct ib_sge sge = {
 			.lkey = ssk->pd->local_dma_lkey,
 		};
@@ -295,7 +298,7 @@ int sdp_post_recvs(struct sock *sk)
 			return err;
 		}
 		rx->nfree--;
-		rx->posted[rx->post % rx->cap] = b;
+		rx->posted[rx->post % rx->cap] = sdp_ring_index(rx, b);
 		rx->post++;
 		sdp_core_rx_posted(&ssk->core, sdp_rx_posted(ssk));
 	}
@@ -315,7 +318,7 @@ static void sdp_rx_release_read(struct sdp_sock *ssk)
 
 		if (b->off != b->end)
 			break;
-		rx->free[rx->nfree++] = b;
+		rx->free[rx->nfree++] = sdp_ring_index(rx, b);
 		rx->read++;
 	}
 }
@@ -417,7 +420,7 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 		sdp_qp_failed(sk);
 		return;
 	}
-	b = rx->posted[rx->done % rx->cap];
+	b = sdp_ring_entry(rx, rx->posted[rx->done % rx->cap]);
 	rx->done++;
 	sdp_core_rx_posted(&ssk->core, sdp_rx_posted(ssk));
 	b->off = 0;
@@ -536,9 +539,9 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 consumed:
 	if (b->off == b->end) {
 		/* Nothing for the reader: the buffer is free again now. */
-		rx->free[rx->nfree++] = b;
+		rx->free[rx->nfree++] = sdp_ring_index(rx, b);
 	} else {
-		rx->unread[rx->tail % rx->cap] = b;
+		rx->unread[rx->tail % rx->cap] = sdp_ring_index(rx, b);
 		rx->tail++;
 		sdp_rx_more_check(sk);
 	}
