@@ -325,6 +325,29 @@ struct sdp_zc_orphan {
 	bool user;
 };
 
+/* An asynchronous send's offer in flight (struct sdp_sock's zc_async_*). */
+struct sdp_zc_async_slot {
+	struct sdp_zc_map *map;
+	struct sk_buff *notify;	/* its error-queue notification */
+	struct ubuf_info *ubuf;	/* or io_uring's, a reference */
+	u32 id;			/* its notification number */
+	u32 seq;		/* zc_async_seq when it was added */
+	bool copied;		/* some of that send went by bcopy */
+	bool held;		/* a blocking send's: it waits for it */
+};
+
+/*
+ * A socket's zero-copy state, allocated with its first registration
+ * (sdp_mr_alloc()) and kept until the socket goes (sdp_mr_destroy()):
+ * most sockets never make a zero-copy transfer, and an idle one is
+ * smaller without it.  Teardown's res->zc_unmap points into `map`.
+ */
+struct sdp_zc_block {
+	struct sdp_zc_map map[SDP_ZC_MAPS];
+	struct sdp_zc_orphan orphan[SDP_ZC_MAPS]; /* for teardown, see the type */
+	struct sdp_zc_async_slot slot[SDP_ZC_ASYNC_MAX];
+};
+
 /*
  * RDMA resources of one connection, taken from the socket for teardown
  * (sdp_claim_rdma(), socket lock and res_lock held) and freed by the same
@@ -348,8 +371,9 @@ struct sdp_res {
 /* A CM event recorded by the handler for sdp_cm_work() (cm_ev_lock). */
 struct sdp_cm_ev {
 	struct rdma_cm_id *id;
-	enum rdma_cm_event_type event;
-	int status;
+	/* Narrow, 16 bytes an event: errnos and reject reasons fit. */
+	s16 status;
+	u8 event; /* enum rdma_cm_event_type */
 	bool rej_nobufs; /* REJECTED: the listener had no resources */
 	bool by_data; /* ESTABLISHED: queued by the first receive, not the CM */
 };
@@ -506,8 +530,7 @@ struct sdp_sock {
 	 * registrations (the socket's; see struct sdp_zc_map).
 	 */
 	struct ib_mr *zc_mr[SDP_ZC_MAPS];
-	struct sdp_zc_map zc[SDP_ZC_MAPS];
-	struct sdp_zc_orphan zc_orphan[SDP_ZC_MAPS]; /* for teardown, see the type */
+	struct sdp_zc_block *zcb; /* NULL until the first registration */
 	u32 zc_max_pages;
 	u32 zc_nmaps;	    /* registrations of this connection: 2 or more */
 	bool zc_mr_tried;   /* sdp_mr_ready() allocated them (or could not) */
@@ -621,7 +644,7 @@ struct sdp_sock {
 	u32 cm_ev_head;
 	u32 cm_ev_tail;
 	struct sdp_cm_ev cm_ev[SDP_CM_EVENTS];
-	u8 cm_hello_ack[SDP_CM_REP_PRIVATE_DATA];
+	u8 cm_hello_ack[SDP_HELLO_ACK_SIZE]; /* a longer one is invalid */
 	u32 cm_hello_ack_len;
 	atomic_t deferred_puts; /* atomic */
 	/* Delayed work: each takes the socket lock and holds a socket
@@ -655,15 +678,6 @@ struct sdp_sock {
 	 */
 	wait_queue_head_t zc_async_wait;
 	struct task_struct *zc_async_task; /* the work's, while it runs */
-	struct sdp_zc_async_slot {
-		struct sdp_zc_map *map;
-		struct sk_buff *notify;	/* its error-queue notification */
-		struct ubuf_info *ubuf;	/* or io_uring's, a reference */
-		u32 id;			/* its notification number */
-		u32 seq;		/* zc_async_seq when it was added */
-		bool copied;		/* some of that send went by bcopy */
-		bool held;		/* a blocking send's: it waits for it */
-	} zc_slot[SDP_ZC_ASYNC_MAX];
 	u32 zc_async_head;
 	u32 zc_async_n;
 	u32 zc_async_seq;   /* offers added so far (the next one's seq) */
@@ -774,8 +788,8 @@ static inline bool sdp_sq_idle(const struct sdp_sock *ssk)
 	if (ssk->tx.done != ssk->tx.post || ssk->ctl.done != ssk->ctl.post ||
 	    ssk->ka_probe_out)
 		return false;
-	for (i = 0; i < SDP_ZC_MAPS; i++)
-		if (ssk->zc[i].wr_out)
+	for (i = 0; ssk->zcb && i < SDP_ZC_MAPS; i++)
+		if (ssk->zcb->map[i].wr_out)
 			return false;
 	return true;
 }
@@ -1002,6 +1016,7 @@ void sdp_ack_work(struct work_struct *work);
 u64 sdp_mr_iova(u64 dma_iova, u64 random);
 bool sdp_mr_ready(struct sock *sk);
 void sdp_mr_free_maps(struct sock *sk);
+void sdp_mr_destroy(struct sock *sk);
 void sdp_mr_claim(struct sock *sk, struct sdp_res *res);
 void sdp_mr_teardown(struct ib_device *dev, struct sdp_res *res);
 int sdp_mr_collect(struct sdp_sock *ssk, struct sdp_zc_map *map,

@@ -853,7 +853,7 @@ static void sdp_cm_queue(struct sdp_sock *ssk, struct rdma_cm_id *id,
 		e = &ssk->cm_ev[ssk->cm_ev_tail % SDP_CM_EVENTS];
 		e->id = id;
 		e->event = ev->event;
-		e->status = ev->status;
+		e->status = clamp_t(int, ev->status, S16_MIN, S16_MAX);
 		e->by_data = by_data;
 		e->rej_nobufs = ev->event == RDMA_CM_EVENT_REJECTED &&
 				ev->param.conn.private_data &&

@@ -72,11 +72,21 @@ static int sdp_mr_alloc(struct sock *sk, struct ib_device *dev,
 	pages = min_t(u32, pages, dev->attrs.max_fast_reg_page_list_len);
 	if (pages < 2)
 		return 0;
+	if (!ssk->zcb) {
+		struct mem_cgroup *old_memcg;
+
+		if (!sdp_charge_begin(sk, sizeof(*ssk->zcb), &old_memcg))
+			return 0;
+		ssk->zcb = kzalloc(sizeof(*ssk->zcb), SDP_GFP_CONN);
+		sdp_charge_end(old_memcg);
+		if (!ssk->zcb)
+			return 0;
+	}
 	/* Arrays of registrations this connection does not use: freed. */
 	for (i = nmaps; i < SDP_ZC_MAPS; i++)
-		sdp_mr_free_map(&ssk->zc[i]);
+		sdp_mr_free_map(&ssk->zcb->map[i]);
 	for (i = 0; i < nmaps; i++) {
-		struct sdp_zc_map *map = &ssk->zc[i];
+		struct sdp_zc_map *map = &ssk->zcb->map[i];
 		struct mem_cgroup *old_memcg;
 		struct ib_mr *mr;
 
@@ -145,8 +155,18 @@ void sdp_mr_free_maps(struct sock *sk)
 	struct sdp_sock *ssk = sdp_sk(sk);
 	int i;
 
-	for (i = 0; i < SDP_ZC_MAPS; i++)
-		sdp_mr_free_map(&ssk->zc[i]);
+	for (i = 0; ssk->zcb && i < SDP_ZC_MAPS; i++)
+		sdp_mr_free_map(&ssk->zcb->map[i]);
+}
+
+/* The socket goes (its destructor): its zero-copy state with it. */
+void sdp_mr_destroy(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	sdp_mr_free_maps(sk);
+	kfree(ssk->zcb);
+	ssk->zcb = NULL;
 }
 
 /*
@@ -166,13 +186,16 @@ void sdp_mr_claim(struct sock *sk, struct sdp_res *res)
 		res->zc_mr[i] = ssk->zc_mr[i];
 		ssk->zc_mr[i] = NULL;
 		res->zc_unmap[i] = NULL;
-		if (ssk->zc[i].mapped) {
-			res->zc_unmap[i] = &ssk->zc[i];
-			ssk->zc[i].mapped = false;
+		memset(&res->zc_orphan[i], 0, sizeof(res->zc_orphan[i]));
+		if (!ssk->zcb)
+			continue;
+		if (ssk->zcb->map[i].mapped) {
+			res->zc_unmap[i] = &ssk->zcb->map[i];
+			ssk->zcb->map[i].mapped = false;
 		}
-		ssk->zc[i].wr_out = 0; /* the QP goes with its requests */
-		res->zc_orphan[i] = ssk->zc_orphan[i];
-		memset(&ssk->zc_orphan[i], 0, sizeof(ssk->zc_orphan[i]));
+		ssk->zcb->map[i].wr_out = 0; /* the QP goes with its requests */
+		res->zc_orphan[i] = ssk->zcb->orphan[i];
+		memset(&ssk->zcb->orphan[i], 0, sizeof(ssk->zcb->orphan[i]));
 	}
 	ssk->zc_max_pages = 0;
 	ssk->zc_nmaps = 0;
@@ -523,7 +546,7 @@ void sdp_mr_inv_wr(struct sdp_sock *ssk, struct sdp_zc_map *map,
 void sdp_mr_orphan(struct sock *sk, struct sdp_zc_map *map)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
-	struct sdp_zc_orphan *o = &ssk->zc_orphan[map->which];
+	struct sdp_zc_orphan *o = &ssk->zcb->orphan[map->which];
 
 	sock_owned_by_me(sk);
 

@@ -107,7 +107,7 @@ static void sdp_sk_destruct(struct sock *sk)
 	WARN_ON_ONCE(ssk->res_ready || ssk->cm_id);
 	/* MSG_ZEROCOPY notifications never read (inet_sock_destruct()). */
 	skb_queue_purge(&sk->sk_error_queue);
-	sdp_mr_free_maps(sk);
+	sdp_mr_destroy(sk);
 	sdp_sock_list_del(sk);
 }
 

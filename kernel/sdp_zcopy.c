@@ -145,7 +145,7 @@ static void sdp_zc_posted(struct sdp_sock *ssk, const struct ib_send_wr *wr)
 {
 	for (; wr; wr = wr->next)
 		if (SDP_WR_RING(wr->wr_id) == SDP_WR_ZC)
-			ssk->zc[(u32)wr->wr_id & SDP_ZC_WR_MAP].wr_out++;
+			ssk->zcb->map[(u32)wr->wr_id & SDP_ZC_WR_MAP].wr_out++;
 }
 
 /* Post on a live QP, even of a connection being reset (invalidations). */
@@ -187,7 +187,7 @@ void sdp_zc_complete(struct sock *sk, struct ib_wc *wc)
 
 	if (WARN_ON_ONCE((tag & SDP_ZC_WR_MAP) >= SDP_ZC_MAPS))
 		return;
-	map = &ssk->zc[tag & SDP_ZC_WR_MAP];
+	map = &ssk->zcb->map[tag & SDP_ZC_WR_MAP];
 
 	if (map->wr_out)
 		map->wr_out--;
@@ -722,7 +722,7 @@ static void sdp_zc_async_start(struct sock *sk, struct msghdr *msg,
 
 	sock_owned_by_me(sk);
 
-	slot = &ssk->zc_slot[(ssk->zc_async_head + ssk->zc_async_n) %
+	slot = &ssk->zcb->slot[(ssk->zc_async_head + ssk->zc_async_n) %
 			     SDP_ZC_ASYNC_MAX];
 	slot->map = map;
 	slot->copied = async->bcopied && !async->hold;
@@ -768,15 +768,15 @@ static struct sdp_zc_map *sdp_zc_tx_map(struct sdp_sock *ssk)
 	u32 i, k;
 
 	if (!ssk->zc_async_n)
-		return &ssk->zc[SDP_ZC_TX];
+		return &ssk->zcb->map[SDP_ZC_TX];
 	for (i = 0; i < ssk->zc_nmaps; i++) {
-		struct sdp_zc_map *map = &ssk->zc[i];
+		struct sdp_zc_map *map = &ssk->zcb->map[i];
 		bool held = false;
 
 		if (i == SDP_ZC_RX || map->mapped || !map->pages)
 			continue;
 		for (k = 0; k < ssk->zc_async_n; k++)
-			held |= ssk->zc_slot[(ssk->zc_async_head + k) %
+			held |= ssk->zcb->slot[(ssk->zc_async_head + k) %
 					     SDP_ZC_ASYNC_MAX].map == map;
 		if (!held)
 			return map;
@@ -1012,7 +1012,7 @@ void sdp_zc_notify_send(struct sock *sk, struct sk_buff *notify, bool copied,
 
 	if (async->posted && behind <= ssk->zc_async_n) {
 		struct sdp_zc_async_slot *slot =
-			&ssk->zc_slot[(ssk->zc_async_head + ssk->zc_async_n -
+			&ssk->zcb->slot[(ssk->zc_async_head + ssk->zc_async_n -
 				       behind) % SDP_ZC_ASYNC_MAX];
 
 		slot->notify = notify;
@@ -1166,7 +1166,7 @@ void sdp_zc_async_work(struct work_struct *work)
 	ssk->zc_async_task = current;
 	while (ssk->zc_async_n) {
 		struct sdp_zc_async_slot *slot =
-			&ssk->zc_slot[ssk->zc_async_head];
+			&ssk->zcb->slot[ssk->zc_async_head];
 		struct sdp_zc_map *map = slot->map;
 		long timeo = MAX_SCHEDULE_TIMEOUT;
 		u32 sent = 0;
@@ -1322,7 +1322,7 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 		      int flags, size_t *copied)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
-	struct sdp_zc_map *map = &ssk->zc[SDP_ZC_RX];
+	struct sdp_zc_map *map;
 	struct sdp_core_zc offer;
 	struct ib_send_wr inv;
 	struct ib_rdma_wr rd[SDP_CORE_MAX_ADVERTS] = {};
@@ -1375,6 +1375,7 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 	}
 	if (!sdp_mr_ready(sk))
 		goto abandon;
+	map = &ssk->zcb->map[SDP_ZC_RX];
 	/* The first offer, and those behind it the buffer has room for. */
 	want = min3((size_t)sdp_core_rsa_left(&ssk->core), len - *copied,
 		    (size_t)READ_ONCE(sysctl_sdp_zcopy_chunk));
@@ -1470,7 +1471,7 @@ int sdp_zc_recv_advertise(struct sock *sk, struct msghdr *msg, size_t len,
 			  long *timeo, size_t *copied)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
-	struct sdp_zc_map *map = &ssk->zc[SDP_ZC_RX];
+	struct sdp_zc_map *map;
 	struct sdp_core_zc zc;
 	struct ib_reg_wr reg;
 	struct sdp_buf *b;
@@ -1505,6 +1506,7 @@ again:
 			return 0;
 		goto again; /* the lock was dropped */
 	}
+	map = &ssk->zcb->map[SDP_ZC_RX];
 	if (sdp_mr_collect(ssk, map, &msg->msg_iter,
 			   min3(len - *copied, (size_t)READ_ONCE(sysctl_sdp_zcopy_chunk),
 				(size_t)SDP_ZC_MAX_LEN), true) < 0)
