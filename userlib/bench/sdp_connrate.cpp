@@ -230,7 +230,7 @@ class SocketRun {
                 api_.poll(&p, 1, 100);
                 continue;
             }
-            if (std::getenv("SDP_CONNRATE_TRACE"))
+            if (std::getenv("SDP_CONNRATE_TRACE") != nullptr)
                 std::fprintf(stderr, "accepted\n");
             std::lock_guard<std::mutex> g(mu_);
             server_.push_back(fd);
@@ -246,7 +246,7 @@ class SocketRun {
                 r->failed_call = "socket";
                 return;
             }
-            if (std::getenv("SDP_CONNRATE_TRACE"))
+            if (std::getenv("SDP_CONNRATE_TRACE") != nullptr)
                 std::fprintf(stderr, "connect %d\n", i);
             if (api_.connect(fd, reinterpret_cast<const sockaddr*>(&to_), sizeof(to_)) != 0) {
                 r->err = errno;
@@ -286,7 +286,7 @@ class SocketRun {
         std::shuffle(pick.begin(), pick.end(), rng);
         const int k = std::min(o_.verify, static_cast<int>(pick.size()));
         for (int j = 0; j < k; j++) {
-            if (std::getenv("SDP_CONNRATE_TRACE"))
+            if (std::getenv("SDP_CONNRATE_TRACE") != nullptr)
                 std::fprintf(stderr, "verify %d\n", j);
             const int c = client_[static_cast<size_t>(pick[static_cast<size_t>(j)])];
             if (exchange(c, &server, pick[static_cast<size_t>(j)]))
@@ -378,9 +378,9 @@ class CmRun {
 
     ~CmRun()
     {
-        if (passive_info_)
+        if (passive_info_ != nullptr)
             rdma_freeaddrinfo(passive_info_);
-        if (active_info_)
+        if (active_info_ != nullptr)
             rdma_freeaddrinfo(active_info_);
     }
 
@@ -417,7 +417,7 @@ class CmRun {
             rdma_cm_id* id = nullptr;
             if (rdma_get_request(listen_, &id) != 0)
                 continue;
-            if (std::getenv("SDP_CONNRATE_TRACE"))
+            if (std::getenv("SDP_CONNRATE_TRACE") != nullptr)
                 std::fprintf(stderr, "request\n");
             if (rdma_accept(id, nullptr) != 0) {
                 rdma_destroy_ep(id);
@@ -433,14 +433,14 @@ class CmRun {
         for (int i = 0; i < o_.count; i++) {
             rdma_cm_id* id = nullptr;
             ibv_qp_init_attr attr = attr_;
-            if (std::getenv("SDP_CONNRATE_TRACE"))
+            if (std::getenv("SDP_CONNRATE_TRACE") != nullptr)
                 std::fprintf(stderr, "connect %d\n", i);
             if (rdma_create_ep(&id, active_info_, nullptr, &attr) != 0) {
                 r->err = errno;
                 r->failed_call = "rdma_create_ep";
                 return;
             }
-            if (std::getenv("SDP_CONNRATE_TRACE"))
+            if (std::getenv("SDP_CONNRATE_TRACE") != nullptr)
                 std::fprintf(stderr, "created %d\n", i);
             if (rdma_connect(id, nullptr) != 0) {
                 r->err = errno;
@@ -470,7 +470,7 @@ class CmRun {
         std::lock_guard<std::mutex> g(mu_);
         for (rdma_cm_id* id : server_)
             rdma_destroy_ep(id);
-        if (listen_)
+        if (listen_ != nullptr)
             rdma_destroy_ep(listen_);
     }
 
@@ -557,7 +557,7 @@ template <class Run> int measure(const Options& o, Run* run, Result* r)
         std::printf("%s%s\n", error.empty() ? "" : "; failed: ", error.c_str());
     }
     std::fflush(stdout);
-    if (std::getenv("SDP_CONNRATE_TRACE"))
+    if (std::getenv("SDP_CONNRATE_TRACE") != nullptr)
         std::fprintf(stderr, "closing\n");
     if (!library_accepts)
         run->close_all();
