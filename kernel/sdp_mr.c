@@ -15,14 +15,16 @@
  *
  * The pool: each socket has two registrations (struct sdp_zc_map, tx and
  * rx), and net.sdp.zcopy_async_offers - 1 more for asynchronous sends in
- * flight together, whose page and scatterlist arrays are allocated once
- * and kept across connections (freed if a connection wants fewer), and
- * one MR each per connection, allocated by the connection's first transfer
- * large enough for zero copy (sdp_mr_ready(): most connections never make
- * one, and an MR for 2 MiB chunks costs about 28 KiB of kernel memory
- * with its arrays), freed by sdp_mr_claim and sdp_mr_teardown at
- * teardown; the data path allocates nothing else.  Locking: socket lock for the maps (sock_owned_by_me), res_lock
- * for teardown's unmapping (see sdp_mr_release()).
+ * flight together, in a struct sdp_zc_block allocated with the socket's
+ * first (most sockets never make one).  Their page and scatterlist
+ * arrays are allocated once and kept across connections (freed if a
+ * connection wants fewer); one MR each per connection, allocated by the
+ * connection's first transfer large enough for zero copy (sdp_mr_ready():
+ * most connections never make one, and an MR for 2 MiB chunks costs about
+ * 28 KiB of kernel memory with its arrays), freed by sdp_mr_claim and
+ * sdp_mr_teardown at teardown; the data path allocates nothing else.
+ * Locking: socket lock for the maps (sock_owned_by_me), res_lock for
+ * teardown's unmapping (see sdp_mr_release()).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
