@@ -527,7 +527,7 @@ struct sdp_sock {
 	int readers_waiting;
 
 	/* Zero copy: MRs (RDMA resources, claimed by teardown) and
-	 * registrations (the socket's; see struct sdp_zc_map).
+	 * registrations (the socket's; see struct sdp_zc_block).
 	 */
 	struct ib_mr *zc_mr[SDP_ZC_MAPS];
 	struct sdp_zc_block *zcb; /* NULL until the first registration */
@@ -788,7 +788,9 @@ static inline bool sdp_sq_idle(const struct sdp_sock *ssk)
 	if (ssk->tx.done != ssk->tx.post || ssk->ctl.done != ssk->ctl.post ||
 	    ssk->ka_probe_out)
 		return false;
-	for (i = 0; ssk->zcb && i < SDP_ZC_MAPS; i++)
+	if (!ssk->zcb)
+		return true; /* no zero-copy transfer yet */
+	for (i = 0; i < SDP_ZC_MAPS; i++)
 		if (ssk->zcb->map[i].wr_out)
 			return false;
 	return true;

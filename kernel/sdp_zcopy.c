@@ -723,7 +723,7 @@ static void sdp_zc_async_start(struct sock *sk, struct msghdr *msg,
 	sock_owned_by_me(sk);
 
 	slot = &ssk->zcb->slot[(ssk->zc_async_head + ssk->zc_async_n) %
-			     SDP_ZC_ASYNC_MAX];
+			       SDP_ZC_ASYNC_MAX];
 	slot->map = map;
 	slot->copied = async->bcopied && !async->hold;
 	slot->held = async->hold;
@@ -777,7 +777,7 @@ static struct sdp_zc_map *sdp_zc_tx_map(struct sdp_sock *ssk)
 			continue;
 		for (k = 0; k < ssk->zc_async_n; k++)
 			held |= ssk->zcb->slot[(ssk->zc_async_head + k) %
-					     SDP_ZC_ASYNC_MAX].map == map;
+					       SDP_ZC_ASYNC_MAX].map == map;
 		if (!held)
 			return map;
 	}
@@ -1013,7 +1013,7 @@ void sdp_zc_notify_send(struct sock *sk, struct sk_buff *notify, bool copied,
 	if (async->posted && behind <= ssk->zc_async_n) {
 		struct sdp_zc_async_slot *slot =
 			&ssk->zcb->slot[(ssk->zc_async_head + ssk->zc_async_n -
-				       behind) % SDP_ZC_ASYNC_MAX];
+					 behind) % SDP_ZC_ASYNC_MAX];
 
 		slot->notify = notify;
 		slot->id = (u32)atomic_fetch_inc(&sk->sk_zckey);
