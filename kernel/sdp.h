@@ -86,6 +86,7 @@
 #ifndef SDP_KERNEL_SDP_H
 #define SDP_KERNEL_SDP_H
 
+#include <linux/mm.h>
 #include <linux/percpu.h>
 #include <linux/workqueue.h>
 #include <linux/ipv6.h>
@@ -145,13 +146,25 @@ extern atomic_t sdp_conns;
  * two lifecycles never mix: they are separate rings.
  */
 struct sdp_buf {
+	/* kmalloc()ed and DMA-mapped, with the PD's local_dma_lkey; or larger
+	 * than a page, vmalloc()ed (order-0 pages) and registered with an MR
+	 * of its own (sdp_ringmr.c): then `big` describes it.  Which one:
+	 * is_vmalloc_addr(data) (sdp_buf_big()).
+	 */
 	void *data;
-	u64 dma;
+	union {
+		u64 dma;
+		struct sdp_bigbuf *big;
+	};
 	/* The larger buffer that replaces this one before it is posted (rx)
-	 * or filled (tx) again (sdp_grow_work()); NULL if none.
+	 * or filled (tx) again (sdp_grow_work()); NULL if none.  A large one
+	 * replaces it only once registered (sdp_buf_swap()).
 	 */
 	void *next;
-	u64 next_dma;
+	union {
+		u64 next_dma;
+		struct sdp_bigbuf *next_big;
+	};
 	u32 next_size;
 	u32 size; /* bytes at data */
 	u32 off; /* rx: next unread payload byte; tx: unused */
@@ -240,6 +253,7 @@ enum sdp_wr_ring {
 	SDP_WR_ZC = 4,
 	SDP_WR_KA = 5, /* the keepalive probe: a zero-length RDMA Write */
 	SDP_WR_DRAIN = 6, /* receive queue drain marker (QP in error) */
+	SDP_WR_REG = 7, /* a large ring buffer's registration (sdp_ringmr.c) */
 };
 #define SDP_WR_ID(ring, n) (((u64)(ring) << 32) | (u32)(n))
 #define SDP_WR_RING(id) ((u32)((id) >> 32))
@@ -458,6 +472,16 @@ struct sdp_sock {
 	 */
 	u32 tx_size; /* of send buffers allocated from now on */
 	bool tx_grow_failed; /* no memory for it: do not try again */
+	/* A send took a page for want of a registered buffer of tx_size:
+	 * the grow work registers one (sdp_tx_buf_ready()).  Socket lock.
+	 */
+	bool tx_big_wanted;
+	/* The grow work registers large ring buffers (sdp_ringmr.c): it
+	 * holds sdp_push() back (reg_hold) and waits for its REG_MRs
+	 * (reg_out).  Socket lock.
+	 */
+	bool reg_hold;
+	u8 reg_out;
 	u32 seg_max;
 	bool res_ready;	 /* QP and rings exist; WRITE_ONCE (poll) */
 	bool qp_error;	 /* a completion failed: the QP is dead */
@@ -786,7 +810,7 @@ static inline bool sdp_sq_idle(const struct sdp_sock *ssk)
 	u32 i;
 
 	if (ssk->tx.done != ssk->tx.post || ssk->ctl.done != ssk->ctl.post ||
-	    ssk->ka_probe_out)
+	    ssk->ka_probe_out || ssk->reg_out)
 		return false;
 	if (!ssk->zcb)
 		return true; /* no zero-copy transfer yet */
@@ -860,6 +884,9 @@ enum sdp_counter {
 	SDP_CNT_TX_SHRUNK,	  /* send buffers shrunk: the stream went idle */
 	SDP_CNT_CQ_GROWN,	  /* a CQ resized for a receive ring that grew */
 	SDP_CNT_CQ_GROW_REFUSED, /* ... not: the device or the memory said no */
+	SDP_CNT_RING_MR_REGS,	  /* ring buffers larger than a page registered */
+	SDP_CNT_RING_MR_REFUSED, /* ... not: no memory, or no idle send queue */
+	SDP_CNT_TX_PAGE_SEGS,	  /* send buffers of a page for want of one */
 	SDP_CNT_MAX
 };
 
@@ -988,6 +1015,7 @@ void sdp_buf_swap(struct ib_device *dev, struct sdp_buf *b,
 		  enum dma_data_direction dir);
 int sdp_rx_ring_init(struct sdp_ring *rx);
 void sdp_grow_work(struct work_struct *work);
+void sdp_grow_queue(struct sock *sk);
 void sdp_idle_work(struct work_struct *work);
 void sdp_seg_max_changed(struct sock *sk);
 void sdp_idle_watch(struct sock *sk);
@@ -997,6 +1025,30 @@ void sdp_rx_ring_fini(struct sdp_ring *rx);
 void sdp_rx_complete(struct sock *sk, struct ib_wc *wc);
 int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags);
 u32 sdp_rx_posted(struct sdp_sock *ssk);
+
+/* sdp_ringmr.c */
+#define SDP_REG_BATCH 8 /* REG_MRs at a time: within zero copy's SQ room */
+int sdp_bigbuf_alloc(struct sdp_sock *ssk, u32 size,
+		     enum dma_data_direction dir, void **data,
+		     struct sdp_bigbuf **big);
+void sdp_bigbuf_free(struct ib_device *dev, void *data,
+		     struct sdp_bigbuf *big, enum dma_data_direction dir);
+bool sdp_bigbuf_registered(const struct sdp_bigbuf *big);
+int sdp_bigbufs_register(struct sock *sk, struct sdp_bigbuf **bufs, u32 n);
+int sdp_ring_register_next(struct sock *sk, struct sdp_ring *r);
+void sdp_reg_complete(struct sock *sk, struct ib_wc *wc);
+u64 sdp_buf_sge_addr(const struct sdp_buf *b);
+u32 sdp_buf_lkey(const struct sdp_sock *ssk, const struct sdp_buf *b);
+void sdp_buf_sync_for_cpu(struct ib_device *dev, const struct sdp_buf *b,
+			  u32 len, enum dma_data_direction dir);
+void sdp_buf_sync_for_device(struct ib_device *dev, const struct sdp_buf *b,
+			     u32 len, enum dma_data_direction dir);
+
+/* A ring buffer larger than a page, in pages with an MR (sdp_ringmr.c). */
+static inline bool sdp_buf_big(const void *data)
+{
+	return is_vmalloc_addr(data);
+}
 
 /* sdp_tx.c */
 u64 sdp_send_sge_addr(const struct sdp_buf *b, bool inl);
@@ -1148,6 +1200,7 @@ enum sdp_fault_kind {
 	SDP_FAULT_ALLOC = 8, /* a send buffer allocated on first use */
 	SDP_FAULT_CQ = 16,   /* a completion queue resized to grow */
 	SDP_FAULT_RX_GROW = 32, /* receive buffers grown at the peer's request */
+	SDP_FAULT_RING_MR = 64, /* a ring buffer larger than a page */
 };
 
 int sdp_fault_post(enum sdp_fault_kind kind);

@@ -10,7 +10,9 @@
  *   fail_post_kinds  which posts may fail: a mask of 1 (data and control
  *                    SENDs), 2 (receives), 4 (zero-copy registrations,
  *                    reads, writes and invalidations, keepalive probes),
- *                    8 (send buffers allocated on first use: -ENOMEM)
+ *                    8 (send buffers allocated on first use: -ENOMEM),
+ *                    16 (CQ resizes), 32 (receive-buffer growths), 64
+ *                    (ring buffers larger than a page: -ENOMEM)
  *   fail_posts       how many of the next such posts fail with -EIO,
  *                    counted down as they do (reads 0 once spent)
  *
@@ -56,7 +58,7 @@ MODULE_PARM_DESC(fail_posts,
 		 "test hook: fail the next N posts (-EIO) or allocations (-ENOMEM) of fail_post_kinds");
 module_param_named(fail_post_kinds, sdp_fail_post_kinds, uint, 0600);
 MODULE_PARM_DESC(fail_post_kinds,
-		 "test hook: what fail_posts applies to: 1 sends, 2 receives, 4 zero copy and probes, 8 send-buffer allocations, 16 completion queue resizes, 32 receive-buffer growths");
+		 "test hook: what fail_posts applies to: 1 sends, 2 receives, 4 zero copy and probes, 8 send-buffer allocations, 16 completion queue resizes, 32 receive-buffer growths, 64 ring buffers larger than a page");
 
 int sdp_fault_post(enum sdp_fault_kind kind)
 {

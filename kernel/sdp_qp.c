@@ -57,25 +57,37 @@ static u32 sdp_rx_room_fit(u32 count, u32 cap)
 	return fit;
 }
 
-/* A ring buffer's memory, unmapped and freed (NULL: nothing). */
+/*
+ * A ring buffer's memory, unmapped and freed (NULL: nothing).  dma is what
+ * struct sdp_buf's union holds: a large buffer's descriptor (sdp_ringmr.c)
+ * if data is one.
+ */
 void sdp_buf_release(struct ib_device *dev, void *data, u64 dma, u32 size,
 		     enum dma_data_direction dir)
 {
 	if (!data)
 		return;
+	if (sdp_buf_big(data)) {
+		sdp_bigbuf_free(dev, data,
+				(struct sdp_bigbuf *)(uintptr_t)dma, dir);
+		return;
+	}
 	if (dma)
 		ib_dma_unmap_single(dev, dma, size, dir);
 	kfree(data);
 }
 
 /*
- * A free ring buffer swapped for its larger replacement (sdp_grow_work()),
- * if it has one.
+ * A free ring buffer swapped for its replacement of another size
+ * (sdp_grow_work()), if it has one that is ready: a large one once
+ * registered.
  */
 void sdp_buf_swap(struct ib_device *dev, struct sdp_buf *b,
 		  enum dma_data_direction dir)
 {
 	if (!b->next)
+		return;
+	if (sdp_buf_big(b->next) && !sdp_bigbuf_registered(b->next_big))
 		return;
 	sdp_buf_release(dev, b->data, b->dma, b->size, dir);
 	b->data = b->next;
@@ -286,6 +298,7 @@ void sdp_conn_init(struct sock *sk)
 	/* Send buffers alike: they grow once the peer takes larger segments. */
 	ssk->tx_size = ssk->rx_size;
 	ssk->tx_grow_failed = false;
+	ssk->tx_big_wanted = false;
 	sdp_core_conn_init(&ssk->core, ssk->rx_size, ssk->buf_size);
 	sdp_core_set_timers(&ssk->core, READ_ONCE(sysctl_sdp_ack_delay_ms),
 			    READ_ONCE(sysctl_sdp_zcopy_sink_wait_ms));
@@ -609,6 +622,7 @@ void sdp_claim_rdma(struct sock *sk, struct sdp_res *res)
 	memset(&ssk->ctl, 0, sizeof(ssk->ctl));
 	sdp_mr_claim(sk, res);
 	ssk->ka_probe_out = false; /* the QP goes with it */
+	ssk->reg_out = 0;
 	WRITE_ONCE(ssk->zc_credit_wanted, false);
 	ssk->drain_posted = false;
 	ssk->rq_drained = false;
@@ -855,6 +869,9 @@ bool sdp_poll_cq(struct sock *sk, bool arm)
 				break;
 			case SDP_WR_KA:
 				sdp_keepalive_complete(sk, &wc[i]);
+				break;
+			case SDP_WR_REG:
+				sdp_reg_complete(sk, &wc[i]);
 				break;
 			case SDP_WR_DRAIN:
 				ssk->rq_drained = true;

@@ -69,7 +69,7 @@ static u32 sdp_tx_grow_want(struct sdp_sock *ssk)
 	return want;
 }
 
-static void sdp_grow_queue(struct sock *sk)
+void sdp_grow_queue(struct sock *sk)
 {
 	sock_hold(sk);
 	if (!queue_work(sdp_wq, &sdp_sk(sk)->grow_work))
@@ -161,6 +161,9 @@ static bool sdp_rx_trim(struct sdp_sock *ssk, struct sdp_buf *b)
 	 */
 	if (!ssk->rx_trim && ssk->rcv_nxt != ssk->copied_seq)
 		return false;
+	/* The grow work registers replacements it holds (sdp_ringmr.c). */
+	if (ssk->reg_hold)
+		return false;
 	if (sdp_rx_live(rx) <= ssk->rx_base) {
 		ssk->rx_trim = false;
 		/* The work item takes the CQ back to its first size. */
@@ -202,9 +205,12 @@ static bool sdp_rx_add(struct sdp_sock *ssk)
 {
 	struct sdp_ring *rx = &ssk->rx;
 	struct ib_device *dev = ssk->pd->device;
+	bool big = ssk->rx_size > PAGE_SIZE;
+	struct sdp_bigbuf *regs[SDP_REG_BATCH];
 	struct mem_cgroup *old_memcg;
+	u16 added[SDP_REG_BATCH];
 	u64 bytes = 0;
-	u32 i, add;
+	u32 i, add, n = 0;
 	bool ok = true;
 
 	sock_owned_by_me(&ssk->sk);
@@ -231,12 +237,26 @@ static bool sdp_rx_add(struct sdp_sock *ssk)
 			return false;
 		}
 	}
+	/* Buffers larger than a page: a batch of registrations at a time. */
+	if (big)
+		add = min_t(u32, add, SDP_REG_BATCH);
 	for (i = 0; i < add; i++) {
 		struct sdp_buf *b = sdp_rx_slot(rx);
+		int err;
 
 		if (!b || bytes + ssk->rx_size > 2 * ssk->rx_unread_max)
 			break;
-		if (sdp_buf_alloc(dev, b, ssk->rx_size, DMA_FROM_DEVICE)) {
+		if (big) {
+			err = sdp_bigbuf_alloc(ssk, ssk->rx_size,
+					       DMA_FROM_DEVICE, &b->data,
+					       &b->big);
+			b->size = err ? 0 : ssk->rx_size;
+			regs[n] = b->big;
+		} else {
+			err = sdp_buf_alloc(dev, b, ssk->rx_size,
+					    DMA_FROM_DEVICE);
+		}
+		if (err) {
 			sdp_buf_release(dev, b->data, b->dma, b->size,
 					DMA_FROM_DEVICE);
 			memset(b, 0, sizeof(*b));
@@ -244,15 +264,42 @@ static bool sdp_rx_add(struct sdp_sock *ssk)
 			break;
 		}
 		bytes += b->size;
-		rx->free[rx->nfree++] = sdp_ring_index(rx, b);
+		if (big) {
+			added[n++] = sdp_ring_index(rx, b);
+		} else {
+			rx->free[rx->nfree++] = sdp_ring_index(rx, b);
+			SDP_INC(&ssk->sk, SDP_CNT_RX_BUFS_ADDED);
+		}
 		/* sdp_rx_slot() took a given-back entry if there was one. */
 		if (rx->empty)
 			rx->empty--;
 		else
 			rx->count++;
-		SDP_INC(&ssk->sk, SDP_CNT_RX_BUFS_ADDED);
 	}
 	sdp_charge_end(old_memcg);
+	if (big && n) {
+		int err = sdp_bigbufs_register(&ssk->sk, regs, n);
+
+		/* A REG_MR may still be queued: teardown frees them. */
+		if (err == -EPIPE)
+			return false;
+		if (err) {
+			/* Given back: sdp_rx_slot() takes them first. */
+			for (i = 0; i < n; i++) {
+				struct sdp_buf *b = sdp_ring_entry(rx, added[i]);
+
+				sdp_buf_release(dev, b->data, b->dma, b->size,
+						DMA_FROM_DEVICE);
+				memset(b, 0, sizeof(*b));
+				rx->empty++;
+			}
+			return false;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		rx->free[rx->nfree++] = added[i];
+		SDP_INC(&ssk->sk, SDP_CNT_RX_BUFS_ADDED);
+	}
 	return ok;
 }
 
@@ -270,9 +317,7 @@ int sdp_post_recvs(struct sock *sk)
 		return 0;
 	while (rx->nfree) {
 		struct sdp_buf *b = sdp_ring_entry(rx, rx->free[rx->nfree - 1]);
-		struct ib_sge sge = {
-			.lkey = ssk->pd->local_dma_lkey,
-		};
+		struct ib_sge sge = {};
 		struct ib_recv_wr wr = {
 			.wr_id = SDP_WR_ID(SDP_WR_RX, rx->post),
 			.sg_list = &sge,
@@ -285,10 +330,10 @@ int sdp_post_recvs(struct sock *sk)
 			continue;
 		}
 		sdp_buf_swap(dev, b, DMA_FROM_DEVICE);
-		sge.addr = b->dma;
+		sge.addr = sdp_buf_sge_addr(b);
 		sge.length = b->size;
-		ib_dma_sync_single_for_device(dev, b->dma, b->size,
-					      DMA_FROM_DEVICE);
+		sge.lkey = sdp_buf_lkey(ssk, b);
+		sdp_buf_sync_for_device(dev, b, b->size, DMA_FROM_DEVICE);
 		b->off = 0;
 		b->end = 0;
 		err = sdp_fault_post(SDP_FAULT_RECV) ?:
@@ -453,8 +498,8 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 		goto consumed;
 	}
 
-	ib_dma_sync_single_for_cpu(ssk->pd->device, b->dma, b->size,
-				   DMA_FROM_DEVICE);
+	sdp_buf_sync_for_cpu(ssk->pd->device, b, wc->byte_len,
+			     DMA_FROM_DEVICE);
 	/* The sysctls in force for the timers this message may start. */
 	sdp_core_set_timers(&ssk->core, READ_ONCE(sysctl_sdp_ack_delay_ms),
 			    READ_ONCE(sysctl_sdp_zcopy_sink_wait_ms));
@@ -669,6 +714,18 @@ static bool sdp_ring_grow_alloc(struct sdp_sock *ssk, struct sdp_ring *r,
 		 */
 		if (!b->data || b->size == size || b->next)
 			continue;
+		if (size > PAGE_SIZE) {
+			struct sdp_bigbuf *big;
+
+			if (sdp_bigbuf_alloc(ssk, size, dir, &data, &big)) {
+				ok = false;
+				break;
+			}
+			b->next = data;
+			b->next_big = big;
+			b->next_size = size;
+			continue;
+		}
 		data = kmalloc(size, SDP_GFP_CONN);
 		if (!data) {
 			ok = false;
@@ -685,8 +742,15 @@ static bool sdp_ring_grow_alloc(struct sdp_sock *ssk, struct sdp_ring *r,
 		b->next_size = size;
 	}
 	sdp_charge_end(old_memcg);
-	if (ok)
-		return true;
+	if (ok) {
+		int err = sdp_ring_register_next(&ssk->sk, r);
+
+		if (!err)
+			return true;
+		/* A REG_MR may still be queued: teardown frees them. */
+		if (err == -EPIPE)
+			return false;
+	}
 	for (i = 0; i < r->count; i++)
 		sdp_buf_drop_next(dev, sdp_ring_entry(r, i), dir);
 	return false;
@@ -832,17 +896,20 @@ void sdp_grow_work(struct work_struct *work)
 	if (!ssk->res_ready || ssk->qp_error)
 		goto out;
 	if (ssk->rx_grow_to && ssk->rx_grow_to != ssk->rx_size) {
-		bool ok = ssk->rx_grow_to < ssk->rx_size ||
+		/* The peer may ask again while registrations wait for it. */
+		u32 to = ssk->rx_grow_to;
+		bool ok = to < ssk->rx_size ||
 			  !sdp_fault_post(SDP_FAULT_RX_GROW);
 
-		if (ok && sdp_ring_grow_alloc(ssk, &ssk->rx, ssk->rx_grow_to,
-					      ssk->rx_grow_to < ssk->rx_size,
+		if (ok && sdp_ring_grow_alloc(ssk, &ssk->rx, to,
+					      to < ssk->rx_size,
 					      DMA_FROM_DEVICE)) {
-			SDP_INC(sk, ssk->rx_grow_to > ssk->rx_size ?
+			SDP_INC(sk, to > ssk->rx_size ?
 				SDP_CNT_RX_GROWN : SDP_CNT_RX_SHRUNK);
-			ssk->rx_size = ssk->rx_grow_to;
+			ssk->rx_size = to;
 		} else {
-			ssk->rx_grow_to = ssk->rx_size;
+			if (ssk->rx_grow_to == to)
+				ssk->rx_grow_to = ssk->rx_size;
 			SDP_INC(sk, SDP_CNT_RX_GROW_REFUSED);
 		}
 		sdp_rx_refill(sk);
@@ -853,15 +920,29 @@ void sdp_grow_work(struct work_struct *work)
 			SDP_INC(sk, SDP_CNT_RX_GROW_REFUSED);
 		sdp_rx_refill(sk);
 	}
+	/* A registration (sdp_ringmr.c) found the connection failed. */
+	if (!ssk->res_ready || ssk->qp_error)
+		goto out;
 	sdp_cq_shrink(ssk, sdp_rx_live(&ssk->rx));
 	want = sdp_tx_grow_want(ssk);
 	if (want > ssk->tx_size) {
+		ssk->tx_big_wanted = false;
 		if (sdp_ring_grow_alloc(ssk, &ssk->tx, want, false,
 					DMA_TO_DEVICE)) {
 			ssk->tx_size = want;
 			sdp_tx_swap_free(ssk);
 		} else {
 			ssk->tx_grow_failed = true;
+		}
+	} else if (ssk->tx_big_wanted && !want) {
+		/* Sends took pages for want of registered buffers. */
+		ssk->tx_big_wanted = false;
+		if (ssk->tx_size > PAGE_SIZE && !ssk->tx_grow_failed) {
+			if (sdp_ring_grow_alloc(ssk, &ssk->tx, ssk->tx_size,
+						false, DMA_TO_DEVICE))
+				sdp_tx_swap_free(ssk);
+			else
+				ssk->tx_grow_failed = true;
 		}
 	} else if (want) {
 		SDP_INC(sk, SDP_CNT_TX_SHRUNK);

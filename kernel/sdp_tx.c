@@ -27,7 +27,7 @@
  */
 u64 sdp_send_sge_addr(const struct sdp_buf *b, bool inl)
 {
-	return inl ? (u64)(uintptr_t)b->data : b->dma;
+	return inl ? (u64)(uintptr_t)b->data : sdp_buf_sge_addr(b);
 }
 
 /*
@@ -133,7 +133,7 @@ static int sdp_post_send(struct sdp_sock *ssk, struct sdp_ring *r,
 	struct ib_sge sge = {
 		.addr = sdp_send_sge_addr(b, inl),
 		.length = len,
-		.lkey = ssk->pd->local_dma_lkey,
+		.lkey = sdp_buf_lkey(ssk, b),
 	};
 	struct ib_send_wr wr = {
 		.wr_id = SDP_WR_ID(ring, n),
@@ -149,13 +149,14 @@ static int sdp_post_send(struct sdp_sock *ssk, struct sdp_ring *r,
 
 	if (inl) {
 		/* The provider memcpy()s inline data from sge.addr. */
-		if (WARN_ON_ONCE(!virt_addr_valid(b->data)))
+		if (WARN_ON_ONCE(!virt_addr_valid(b->data) &&
+				 !sdp_buf_big(b->data)))
 			return -EFAULT;
 		wr.send_flags |= IB_SEND_INLINE;
 		SDP_INC(&ssk->sk, SDP_CNT_TX_INLINE);
 	} else {
-		ib_dma_sync_single_for_device(ssk->pd->device, b->dma, len,
-					      DMA_TO_DEVICE);
+		sdp_buf_sync_for_device(ssk->pd->device, b, len,
+					DMA_TO_DEVICE);
 	}
 	if (before) {
 		struct ib_send_wr *last = before;
@@ -288,6 +289,9 @@ void sdp_push(struct sock *sk, unsigned int extra_opts)
 
 	if (!ssk->res_ready || ssk->qp_error || !ssk->established_once)
 		return;
+	/* The grow work waits for an idle send queue (sdp_ringmr.c). */
+	if (ssk->reg_hold)
+		return;
 	for (;;) {
 		struct sdp_core_tx_ring ring;
 		struct sdp_buf *b;
@@ -380,10 +384,12 @@ u32 sdp_tx_seg_cap(const struct sdp_sock *ssk, const struct sdp_buf *b)
  * Memory for the free send buffer b before it is filled: the replacement
  * the grow work made (sdp_buf_swap()), or a buffer of tx_size if b has
  * none yet, or one larger than tx_size from before the stream idled.
- * Charged like the rings (sdp_memcg.c).  If tx_size bytes are
- * not there, a page will do (smaller segments), and a larger buffer b
- * already has is kept; with no memory at all, -ENOMEM, and the send waits
- * for memory (sdp_tx_wait_memory()).
+ * Charged like the rings (sdp_memcg.c).  A buffer larger than a page needs
+ * a registration, which the data path does not do (sdp_ringmr.c): b takes
+ * a page for now (smaller segments) and the grow work registers its
+ * replacement.  So does b if tx_size bytes are not there, and a larger
+ * buffer b already has is kept; with no memory at all, -ENOMEM, and the
+ * send waits for memory (sdp_tx_wait_memory()).
  */
 static int sdp_tx_buf_ready(struct sdp_sock *ssk, struct sdp_buf *b)
 {
@@ -400,22 +406,25 @@ static int sdp_tx_buf_ready(struct sdp_sock *ssk, struct sdp_buf *b)
 		return 0;
 	/*
 	 * A smaller buffer for b's larger one gives memory back: it asks for
-	 * no room.  A new one asks the memory cgroup for its reserve besides,
-	 * and makes do with a page if that is all there is room for.
+	 * no room.  A new one larger than a page is a page for now; its
+	 * replacement, if the memory cgroup has room for it and its reserve,
+	 * comes from the grow work.
 	 */
-	if (!b->data && size > PAGE_SIZE && !sdp_memcg_room(&ssk->sk, size))
+	if (size > PAGE_SIZE) {
+		if (b->data)
+			return 0;
+		if (sdp_memcg_room(&ssk->sk, size) && !ssk->tx_grow_failed) {
+			ssk->tx_big_wanted = true;
+			sdp_grow_queue(&ssk->sk);
+		}
 		size = PAGE_SIZE;
+		SDP_INC(&ssk->sk, SDP_CNT_TX_PAGE_SEGS);
+	}
 	if (!sdp_charge_begin(&ssk->sk, b->data ? 0 : size, &old_memcg))
 		return -ENOMEM;
 	err = sdp_fault_post(SDP_FAULT_ALLOC);
 	if (!err)
 		err = sdp_buf_alloc(dev, &fresh, size, DMA_TO_DEVICE);
-	if (err && size > PAGE_SIZE && !b->data) {
-		sdp_buf_release(dev, fresh.data, fresh.dma, fresh.size,
-				DMA_TO_DEVICE);
-		fresh = (struct sdp_buf){};
-		err = sdp_buf_alloc(dev, &fresh, PAGE_SIZE, DMA_TO_DEVICE);
-	}
 	sdp_charge_end(old_memcg);
 	if (err) {
 		sdp_buf_release(dev, fresh.data, fresh.dma, fresh.size,

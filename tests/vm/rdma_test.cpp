@@ -823,6 +823,87 @@ TEST(BufferGrowth, InitialZeroStartsAtTheFullSize)
     EXPECT_EQ(counter_delta(before, "tx_ch_rcv_buf"), 0u);
 }
 
+// Ring buffers of `pages` pages that sdp.ko holds: the vmalloc() areas of
+// sdp_bigbuf_alloc() in /proc/vmallocinfo.
+unsigned big_ring_buffers(unsigned long pages)
+{
+    std::istringstream in(read_file("/proc/vmallocinfo").value_or(""));
+    const std::string want = " pages=" + std::to_string(pages) + " ";
+    std::string line;
+    unsigned n = 0;
+    while (std::getline(in, line))
+        n += line.find("sdp_bigbuf_alloc") != std::string::npos &&
+             line.find(want) != std::string::npos;
+    return n;
+}
+
+// Grown buffers are page-sized allocations (vmalloc(), no order-4 block),
+// each registered with an MR of its own before the device uses it: 64 KiB
+// buffers are 16 pages.  The stream arrives whole, and the buffers go with
+// the connection.
+TEST(BufferGrowth, GrownBuffersArePagesWithTheirOwnRegistration)
+{
+    const SysctlFor small("buf_size_initial", "4096");
+    const SysctlFor never_idle("buf_idle_ms", "0");
+    const long full = sdp_sysctl("buf_size");
+    ASSERT_EQ(full % 4096, 0);
+    const auto pages = static_cast<unsigned long>(full / 4096);
+    // Earlier tests' connections finish their teardown first.
+    ASSERT_TRUE(eventually([] { return proc_sockets().empty(); }, 30));
+    const unsigned areas_before = big_ring_buffers(pages);
+    const auto before = counters();
+    {
+        Pair p = connected_pair(kAddrA, 7122);
+        ASSERT_GE(p.server.get(), 0);
+        ASSERT_TRUE(bcopy_only(p.client.get()));
+        stream_checked(p.client.get(), p.server.get(), 4u << 20);
+        EXPECT_EQ(counter_delta(before, "rx_buffers_grown"), 1u);
+        EXPECT_EQ(max_seg(p.client.get()), full - 16) << "the writer's segments grew";
+        const unsigned grown = big_ring_buffers(pages) - areas_before;
+        // Every receive buffer of the reader, and the writer's send buffers.
+        EXPECT_GE(grown, static_cast<unsigned>(sdp_sysctl("ring_min")) + 1);
+        EXPECT_GE(counter_delta(before, "ring_mr_registered"), grown)
+            << "a buffer in use without its registration";
+        EXPECT_EQ(counter_delta(before, "ring_mr_refused"), 0u);
+        stream_checked(p.server.get(), p.client.get(), 1u << 20);
+    }
+    EXPECT_TRUE(eventually([] { return proc_sockets().empty(); }, 30))
+        << read_file("/proc/net/sdp").value_or("");
+    EXPECT_TRUE(eventually([&] { return big_ring_buffers(pages) == areas_before; }))
+        << big_ring_buffers(pages) - areas_before << " large ring buffers left";
+}
+
+// Without memory for a large buffer (sdp.ko's test hook: the next one
+// fails as under memory pressure), the growth is refused without a
+// warning and the stream goes on in the small buffers; the writer asks
+// again after an idle spell, and the buffers grow.
+TEST(BufferGrowth, NoMemoryForALargeBufferRefusesTheGrowth)
+{
+    const SysctlFor small("buf_size_initial", "4096");
+    const SysctlFor idle("buf_idle_ms", "200");
+    Pair p = connected_pair(kAddrA, 7123);
+    ASSERT_GE(p.server.get(), 0);
+    ASSERT_TRUE(bcopy_only(p.client.get()));
+    const auto before = counters();
+    {
+        // 64: a ring buffer larger than a page (kernel/sdp_fault.c).
+        EXPECT_TRUE(write_file("/sys/module/sdp/parameters/fail_post_kinds", "64"));
+        EXPECT_TRUE(write_file("/sys/module/sdp/parameters/fail_posts", "1"));
+        stream_checked(p.client.get(), p.server.get(), 2u << 20);
+        EXPECT_EQ(read_file("/sys/module/sdp/parameters/fail_posts").value_or("?"), "0\n")
+            << "no large buffer was allocated";
+        write_file("/sys/module/sdp/parameters/fail_posts", "0");
+        write_file("/sys/module/sdp/parameters/fail_post_kinds", "7");
+    }
+    EXPECT_EQ(counter_delta(before, "rx_buffers_grow_refused"), 1u);
+    EXPECT_EQ(counter_delta(before, "rx_buffers_grown"), 0u);
+    EXPECT_EQ(max_seg(p.client.get()), 4096 - 16) << "segments grew without the buffers";
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    stream_checked(p.client.get(), p.server.get(), 2u << 20);
+    EXPECT_EQ(counter_delta(before, "rx_buffers_grown"), 1u);
+    EXPECT_EQ(max_seg(p.client.get()), sdp_sysctl("buf_size") - 16);
+}
+
 // Module unload is refused while SDP sockets exist and works once they are
 // gone (connections torn down, nothing leaked).
 TEST(Lifecycle, UnloadRefusedWithConnectionsAndWorksAfter)
