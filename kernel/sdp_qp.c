@@ -111,7 +111,7 @@ static void sdp_ring_free(struct ib_device *dev, struct sdp_ring *r,
 		sdp_buf_release(dev, b->next, b->next_dma, b->next_size, dir);
 		sdp_buf_release(dev, b->data, b->dma, b->size, dir);
 	}
-	kfree(r->more);
+	kvfree(r->more);
 	kfree(r->bufs);
 	memset(r, 0, sizeof(*r));
 }

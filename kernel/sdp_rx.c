@@ -28,9 +28,10 @@ int sdp_rx_ring_init(struct sdp_ring *rx)
 
 	if (rx->cap > U16_MAX + 1)
 		return -EINVAL;
-	rx->posted = kcalloc(rx->cap, sizeof(*rx->posted), SDP_GFP_CONN);
-	rx->unread = kcalloc(rx->cap, sizeof(*rx->unread), SDP_GFP_CONN);
-	rx->free = kcalloc(rx->cap, sizeof(*rx->free), SDP_GFP_CONN);
+	/* A page each at most but for large rings (ring_max 4096: 8 KiB). */
+	rx->posted = kvcalloc(rx->cap, sizeof(*rx->posted), SDP_GFP_CONN);
+	rx->unread = kvcalloc(rx->cap, sizeof(*rx->unread), SDP_GFP_CONN);
+	rx->free = kvcalloc(rx->cap, sizeof(*rx->free), SDP_GFP_CONN);
 	if (!rx->posted || !rx->unread || !rx->free)
 		return -ENOMEM;
 	for (i = 0; i < rx->count; i++)
@@ -41,9 +42,9 @@ int sdp_rx_ring_init(struct sdp_ring *rx)
 
 void sdp_rx_ring_fini(struct sdp_ring *rx)
 {
-	kfree(rx->posted);
-	kfree(rx->unread);
-	kfree(rx->free);
+	kvfree(rx->posted);
+	kvfree(rx->unread);
+	kvfree(rx->free);
 	rx->posted = NULL;
 	rx->unread = NULL;
 	rx->free = NULL;
@@ -228,10 +229,12 @@ static bool sdp_rx_add(struct sdp_sock *ssk)
 		return true;
 	if (!sdp_charge_begin(&ssk->sk, (u64)add * ssk->rx_size, &old_memcg))
 		return false;
-	/* The entries past the first buffers, on the first addition. */
+	/* The entries past the first buffers, on the first addition: more
+	 * than a page of them for a large SO_RCVBUF, then vmalloc()ed.
+	 */
 	if (!rx->more && rx->cap > rx->first) {
-		rx->more = kcalloc(rx->cap - rx->first, sizeof(*rx->more),
-				   SDP_GFP_CONN);
+		rx->more = kvcalloc(rx->cap - rx->first, sizeof(*rx->more),
+				    SDP_GFP_CONN);
 		if (!rx->more) {
 			sdp_charge_end(old_memcg);
 			return false;
