@@ -677,23 +677,24 @@ TEST(BufferGrowth, AddedBuffersGoBackWhenTheStreamIdles)
     stream_checked(p.server.get(), p.client.get(), 1u << 20);
 }
 
-// sdp.ko's test hook (kernel/sdp_fault.c): the next growth of receive
-// buffers at the peer's request is refused, as when the memory is not
-// there.  The ring then takes a lagging reader's data in more 4 KiB
-// buffers instead of larger ones.
-struct RefuseNextRxGrowth {
-    RefuseNextRxGrowth()
+// sdp.ko's test hook (kernel/sdp_fault.c): the next allocation of `kind`
+// fails, as when the memory is not there: 32 the growth of receive
+// buffers at the peer's request (the ring then takes a lagging reader's
+// data in more 4 KiB buffers instead of larger ones), 64 a ring buffer
+// larger than a page.
+struct FailNextAllocation {
+    explicit FailNextAllocation(const char* kind)
     {
-        EXPECT_TRUE(write_file("/sys/module/sdp/parameters/fail_post_kinds", "32"));
+        EXPECT_TRUE(write_file("/sys/module/sdp/parameters/fail_post_kinds", kind));
         EXPECT_TRUE(write_file("/sys/module/sdp/parameters/fail_posts", "1"));
     }
-    ~RefuseNextRxGrowth()
+    ~FailNextAllocation()
     {
         write_file("/sys/module/sdp/parameters/fail_posts", "0");
         write_file("/sys/module/sdp/parameters/fail_post_kinds", "7");
     }
-    RefuseNextRxGrowth(const RefuseNextRxGrowth&) = delete;
-    RefuseNextRxGrowth& operator=(const RefuseNextRxGrowth&) = delete;
+    FailNextAllocation(const FailNextAllocation&) = delete;
+    FailNextAllocation& operator=(const FailNextAllocation&) = delete;
 };
 
 // A new connection's completion queue has room for the receive ring's
@@ -726,7 +727,7 @@ TEST(BufferGrowth, TheCompletionQueueGrowsWithTheRingAndShrinksBack)
             // first, fewer than the ring's cap (30 at 4 KiB with the default
             // SO_RCVBUF), which bounds what a writer ahead of its reader
             // can queue at that size.
-            const RefuseNextRxGrowth small_buffers;
+            const FailNextAllocation small_buffers("32");
             // Whether the writer stalls at this size is not the point
             // (the bytes are checked either way).
             written_before_read(p.client.get(), p.server.get(), 180000);
@@ -886,14 +887,10 @@ TEST(BufferGrowth, NoMemoryForALargeBufferRefusesTheGrowth)
     ASSERT_TRUE(bcopy_only(p.client.get()));
     const auto before = counters();
     {
-        // 64: a ring buffer larger than a page (kernel/sdp_fault.c).
-        EXPECT_TRUE(write_file("/sys/module/sdp/parameters/fail_post_kinds", "64"));
-        EXPECT_TRUE(write_file("/sys/module/sdp/parameters/fail_posts", "1"));
+        const FailNextAllocation no_large_buffer("64");
         stream_checked(p.client.get(), p.server.get(), 2u << 20);
         EXPECT_EQ(read_file("/sys/module/sdp/parameters/fail_posts").value_or("?"), "0\n")
             << "no large buffer was allocated";
-        write_file("/sys/module/sdp/parameters/fail_posts", "0");
-        write_file("/sys/module/sdp/parameters/fail_post_kinds", "7");
     }
     EXPECT_EQ(counter_delta(before, "rx_buffers_grow_refused"), 1u);
     EXPECT_EQ(counter_delta(before, "rx_buffers_grown"), 0u);
