@@ -292,8 +292,7 @@ int sdp_bigbufs_register(struct sock *sk, struct sdp_bigbuf **bufs, u32 n)
 	sdp_cq_claim(sk);
 	err = sdp_reg_batch(sk, bufs, n);
 	ssk->reg_hold = false;
-	sdp_cq_unclaim(sk);
-	sdp_push(sk, 0);
+	sdp_cq_unclaim(sk); /* it handles what came and pushes what waited */
 	if (err == -EAGAIN)
 		SDP_INC(sk, SDP_CNT_RING_MR_REFUSED);
 	return err;
