@@ -797,10 +797,12 @@ void Harness::raw_build(int s)
     if (mid == SDP_MID_DISCONN &&
         (!d.shut || d.pending != 0 || zc0.src_pending != 0 || zc0.wr_compl_pending != 0))
         return;
-    // Offers need their own call, Hello and the rest are never sent.
+    // Offers need their own call, Hello and the rest are never sent.  (A
+    // ChRcvBuf, like its answer, goes when the engine has one due, as
+    // sdp_push() sends it.)
     const bool refuse = mid == SDP_MID_SRC_AVAIL || mid == SDP_MID_SINK_AVAIL ||
                         mid == SDP_MID_HELLO || mid == SDP_MID_HELLO_ACK ||
-                        mid == SDP_MID_CH_RCV_BUF || mid == SDP_MID_MODE_CHANGE ||
+                        mid == SDP_MID_MODE_CHANGE ||
                         (mid != SDP_MID_DATA && payload != 0) ||
                         payload > sdp_core_seg_max(&d.conn) || sdp_core_tx_credits(&d.conn) == 0 ||
                         (mid == SDP_MID_DISCONN && (d.state & SDP_CS_DISCONN_SENT) != 0);
