@@ -263,6 +263,11 @@ int sdp_core_adv_end(const sdp_core_conn* c, unsigned int* written)
     return conn(c)->adv_end(written);
 }
 
+unsigned int sdp_core_adv_room(const sdp_core_conn* c)
+{
+    return conn(c)->adv_room();
+}
+
 int sdp_core_adv_try(sdp_core_conn* c)
 {
     return conn(c)->adv_try() ? 1 : 0;

@@ -62,7 +62,7 @@ class Connection {
                                      : n < SDP_CORE_MAX_ADVERTS ? n
                                                                 : SDP_CORE_MAX_ADVERTS);
     }
-    u32 sink_len() const { return psink_.usable ? psink_.len : 0; }
+    u32 sink_len() const { return psink_count_ != 0 ? psink_q_[psink_head_].len : 0; }
     bool wr_compl_pending() const { return wr_compl_due_ != 0; }
     int sink_take(u32 want, sdp_core_zc* out);
     u32 rsa_left() const;
@@ -83,6 +83,7 @@ class Connection {
     int adv_end(u32* written) const;
     void adv_release();
     bool adv_try();
+    u32 adv_room() const;
     void zc_status(struct sdp_core_zc_status* out) const;
 
     u32 state() const { return state_; }
@@ -111,19 +112,17 @@ class Connection {
         u32 len;
         u32 read; // bytes read and reported (or being reported)
     };
-    // Our SinkAvail (we are the sink).
+    // Our SinkAvail (we are the sink): a piece of the receive's buffer.
     struct OwnSinkAvail {
-        u32 mseq;
         u32 len;
         u32 written; // RdmaWrCompl bytes
         Zc state;
     };
-    // The peer's SinkAvail (we are the source).
+    // A usable SinkAvail of the peer (we are the source).
     struct PeerSinkAvail {
         u64 vaddr;
         u32 rkey;
         u32 len;
-        bool usable;
     };
     int zc_rx(const wire::Message& msg, sdp_core_rx* out);
     int rsa_offer(const wire::Message& msg, sdp_core_rx* out);
@@ -219,8 +218,23 @@ class Connection {
     // How many SrcAvails the peer accepts outstanding (its Hello's
     // max_adverts or HelloAck's ext_max_adverts, 0 read as 1).
     u8 peer_max_adverts_ = 1;
-    OwnSinkAvail adv_{};
-    PeerSinkAvail psink_{};
+    // Our SinkAvails: consecutive pieces of one receive's buffer, filled
+    // in this order (adv_q_[0] first), at most peer_max_adverts_ of them.
+    OwnSinkAvail adv_q_[SDP_CORE_MAX_ADVERTS]{};
+    u8 adv_count_ = 0;
+    // The peer's usable SinkAvails in the order it sent them, which is the
+    // order their bytes take in the stream.  The pieces of one receive come
+    // together, all with the same mseq_ack (nothing of ours arrived between
+    // them); once one of them is not usable, none after it is either
+    // (psink_drop_*): they would take the stream bytes meant for it.
+    PeerSinkAvail psink_q_[SDP_CORE_MAX_ADVERTS]{};
+    u8 psink_head_ = 0;
+    u8 psink_count_ = 0;
+    bool psink_dropping_ = false;
+    u32 psink_drop_ack_ = 0;
+    // The RDMA Write whose RdmaWrCompl is due did not fill its SinkAvail:
+    // the sink ends the pieces after it, so none of them is usable.
+    bool wr_partial_ = false;
     u32 last_data_mseq_ = 0; // our last message carrying stream bytes
     u32 rd_compl_due_ = 0;   // bytes read, RdmaRdCompl not yet sent
     u32 wr_compl_due_ = 0;   // bytes written, RdmaWrCompl not yet sent

@@ -34,7 +34,7 @@ int sdp_core_selftest(const char **failed);
 /* ---- one connection ---------------------------------------------------- */
 
 /* Opaque protocol state, embedded in the host's socket (no allocation). */
-#define SDP_CORE_CONN_BYTES 392
+#define SDP_CORE_CONN_BYTES 472
 struct sdp_core_conn {
 	unsigned long long opaque[SDP_CORE_CONN_BYTES / 8];
 };
@@ -441,17 +441,19 @@ int sdp_core_fallback_reason(int policy, int end);
  *
  * Sink side, SinkAvail + RDMA Write: with nothing unread the host registers
  * the application's receive buffer for remote write and posts the
- * SinkAvail built by sdp_core_tx_sink_avail().  The source writes into it
- * and sends RdmaWrCompl(n) (SDP_RX_ZCOPY, zc_bytes = n), which ends the
- * advertisement.  A message carrying stream bytes (Data, SrcAvail) ends it
- * too: the source never uses an advertisement after sending such a message.
- * The sink may cancel (sdp_core_adv_cancel(): SinkAvailCancel); the source
- * always answers SinkCancelAck, after the RdmaWrCompl of a write it made.
- * When adv_state is SDP_ZC_DONE the host invalidates and calls
- * sdp_core_adv_release().
+ * SinkAvail built by sdp_core_tx_sink_avail(), or several for consecutive
+ * pieces of the buffer (sdp_core_adv_room()).  The source writes into each
+ * in turn and sends RdmaWrCompl(n) (SDP_RX_ZCOPY, zc_bytes = n), which ends
+ * that piece.  A message carrying stream bytes (Data, SrcAvail) ends them
+ * all: the source never uses an advertisement after sending such a
+ * message.  The sink may cancel (sdp_core_adv_cancel(): SinkAvailCancel);
+ * the source always answers SinkCancelAck, after the RdmaWrCompl of a write
+ * it made.  When sdp_core_adv_end() says ENDED the host invalidates and
+ * calls sdp_core_adv_release().
  *
- * Source side of a SinkAvail: sdp_core_sink_take() hands out a usable
- * advertisement (one the sink made after receiving all our stream bytes);
+ * Source side of a SinkAvail: sdp_core_sink_take() hands out the next
+ * usable advertisement (one the sink made after receiving all our stream
+ * bytes but those we wrote into its earlier pieces of the same receive);
  * the host RDMA-writes zc->len bytes there and posts the RdmaWrCompl that
  * sdp_core_control_due() then returns, before anything else.
  *
@@ -466,9 +468,10 @@ enum sdp_core_zc_state {
 };
 
 /*
- * SrcAvails of the peer this implementation accepts outstanding at once
- * (Hello max_adverts, HelloAck ext_max_adverts): the sink queues them in
- * stream order and reads them in that order, several with one read.
+ * SrcAvails, and SinkAvails, of the peer this implementation accepts
+ * outstanding at once (Hello max_adverts, HelloAck ext_max_adverts): the
+ * sink queues the SrcAvails in stream order and reads them in that order,
+ * several with one read; the source writes into the SinkAvails in order.
  */
 #define SDP_CORE_MAX_ADVERTS 4
 
@@ -503,12 +506,15 @@ struct sdp_core_zc_status {
 	int rsa_reading;	 /* an RDMA Read is in progress */
 	unsigned int rsa_offers; /* offers queued (stopped ones included) */
 	unsigned int peer_max_adverts; /* offers the peer accepts at once */
-	/* our SinkAvail */
-	unsigned int adv_state;	 /* enum sdp_core_zc_state */
-	unsigned int adv_written; /* bytes the source wrote into it */
-	/* the peer's SinkAvail */
+	/* our SinkAvails (the pieces of one receive's buffer) */
+	unsigned int adv_state;	 /* enum sdp_core_zc_state: cancelling if one
+				  * is, else active if one is */
+	unsigned int adv_written; /* bytes the source wrote into them */
+	unsigned int adv_count;	 /* how many */
+	/* the peer's usable SinkAvails (psink_len: the next one's) */
 	int psink_usable;
 	unsigned int psink_len;
+	unsigned int psink_count;
 	/* the RdmaWrCompl of our RDMA Write is not posted yet */
 	int wr_compl_pending;
 };
@@ -636,9 +642,21 @@ int sdp_core_tx_sink_avail(struct sdp_core_conn *c, unsigned char *hdr,
 void sdp_core_adv_cancel(struct sdp_core_conn *c);
 
 /*
- * Where our SinkAvail stands; *written (may be NULL): bytes the source
- * wrote into it.  The reader waits while it is PENDING; once it ended,
- * release it.
+ * A receive may advertise its buffer in several pieces, one SinkAvail each
+ * (consecutive bytes, the first piece first), so that the source writes
+ * into the next while the sink learns of the last: how many more SinkAvails
+ * it may add now (0: none).  Pieces are added only while every earlier one
+ * is untouched, and at most the peer's max_adverts are out.  The source
+ * fills them in order; an RdmaWrCompl that leaves room in its piece ends
+ * the pieces after it, and a cancel takes back all of them.
+ */
+unsigned int sdp_core_adv_room(const struct sdp_core_conn *c);
+
+/*
+ * Where our SinkAvails stand; *written (may be NULL): bytes the source
+ * wrote into them so far, the pieces filled in order.  The reader waits
+ * while it is PENDING (it may cancel the rest once it has enough); once
+ * it ended, release it.
  */
 enum sdp_core_adv_end {
 	SDP_ADV_NONE = 0,    /* no SinkAvail of ours */

@@ -50,11 +50,13 @@ bool valid_offer(u32 len, u64 vaddr)
 } // namespace
 
 // Our stream bytes went in message mseq: no earlier SinkAvail of the peer
-// may be used any more.
+// may be used any more.  (An RdmaWrCompl that filled its SinkAvail is not
+// such a message: the peer's next SinkAvail of the same receive follows
+// that one in its buffer.)
 void Connection::data_sent(u32 mseq)
 {
     last_data_mseq_ = mseq;
-    psink_.usable = false;
+    psink_count_ = 0;
 }
 
 // The peer sent stream bytes by a message other than RdmaWrCompl, or its
@@ -64,15 +66,19 @@ void Connection::data_sent(u32 mseq)
 // no credit left to send it while its bytes fill our ring).
 void Connection::data_received()
 {
-    if (adv_.state == Zc::kActive) {
-        adv_.state = Zc::kDone;
-    } else if (adv_.state == Zc::kCancelling) {
-        if (sink_cancel_due_)
-            sink_cancel_due_ = false;
-        else
-            sink_ack_stale_ = true;
-        adv_.state = Zc::kDone;
+    bool cancelled = false;
+    for (u32 i = 0; i < adv_count_; i++) {
+        OwnSinkAvail& a = adv_q_[i];
+        cancelled |= a.state == Zc::kCancelling;
+        if (a.state == Zc::kActive || a.state == Zc::kCancelling)
+            a.state = Zc::kDone;
     }
+    if (!cancelled)
+        return;
+    if (sink_cancel_due_)
+        sink_cancel_due_ = false;
+    else
+        sink_ack_stale_ = true;
 }
 
 bool Connection::zc_blocks_data() const
@@ -315,13 +321,21 @@ int Connection::rsa_next(u32 flags, sdp_core_zc* zc)
 
 int Connection::sink_take(u32 want, sdp_core_zc* out)
 {
-    if (!psink_.usable || want == 0 || src_count_ != 0 || wr_compl_due_ != 0 ||
+    if (psink_count_ == 0 || want == 0 || src_count_ != 0 || wr_compl_due_ != 0 ||
         (state_ & (SDP_CS_DISCONN_SENT | SDP_CS_ABORTED | SDP_CS_RX_FAILED)) != 0)
         return 0;
-    const u32 n = want < psink_.len ? want : psink_.len;
-    *out = sdp_core_zc{n, psink_.rkey, psink_.vaddr};
-    psink_.usable = false;
+    const PeerSinkAvail& head = psink_q_[psink_head_];
+    const u32 n = want < head.len ? want : head.len;
+    *out = sdp_core_zc{n, head.rkey, head.vaddr};
+    psink_head_ = static_cast<u8>((psink_head_ + 1) % SDP_CORE_MAX_ADVERTS);
+    psink_count_--;
     wr_compl_due_ = n;
+    // A write that leaves room in its SinkAvail ends the receive's later
+    // pieces too (the sink's buffer would have a hole): they are not used,
+    // and the RdmaWrCompl counts as stream bytes for what comes after.
+    wr_partial_ = n < head.len;
+    if (wr_partial_)
+        psink_count_ = 0;
     return 1;
 }
 
@@ -454,9 +468,7 @@ int Connection::tx_sink_avail(u8* hdr, u32 size, const sdp_core_zc& zc)
     if ((state_ & SDP_CS_ESTABLISHED) == 0 ||
         (state_ & (SDP_CS_DISCONN_RCVD | SDP_CS_ABORTED | SDP_CS_RX_FAILED)) != 0)
         return -SDP_CORE_ESTATE;
-    // A stale SinkCancelAck still to come would look like the answer to
-    // the next advertisement's cancel.
-    if (adv_.state != Zc::kIdle || rsa_count_ != 0 || sink_ack_stale_ || !credits_.may_send_data())
+    if (adv_room() == 0 || rsa_count_ != 0 || !credits_.may_send_data())
         return -SDP_CORE_ESTATE;
     if (!valid_offer(zc.len, zc.vaddr))
         return -SDP_CORE_EPROTO;
@@ -465,46 +477,74 @@ int Connection::tx_sink_avail(u8* hdr, u32 size, const sdp_core_zc& zc)
     msg.sink_avail = {zc.len, zc.rkey, zc.vaddr, 0};
     const int written = send_offer(&msg, hdr, size);
     if (written > 0)
-        adv_ = OwnSinkAvail{msg.bsdh.mseq, zc.len, 0, Zc::kActive};
+        adv_q_[adv_count_++] = OwnSinkAvail{zc.len, 0, Zc::kActive};
     return written;
+}
+
+// More SinkAvails this receive may add: a first one, or further pieces
+// while every one before is still untouched (none written, ended or
+// cancelled), so that they follow each other in the stream.
+u32 Connection::adv_room() const
+{
+    // A stale SinkCancelAck still to come would look like the answer to
+    // the next advertisement's cancel.
+    if (sink_ack_stale_)
+        return 0;
+    const u32 limit =
+        peer_max_adverts_ < SDP_CORE_MAX_ADVERTS ? peer_max_adverts_ : SDP_CORE_MAX_ADVERTS;
+    for (u32 i = 0; i < adv_count_; i++) {
+        if (adv_q_[i].state != Zc::kActive || adv_q_[i].written != 0)
+            return 0;
+    }
+    return adv_count_ < limit ? limit - adv_count_ : 0;
 }
 
 void Connection::adv_cancel()
 {
-    if (adv_.state != Zc::kActive)
-        return;
-    adv_.state = Zc::kCancelling;
-    sink_cancel_due_ = true;
+    bool any = false;
+    for (u32 i = 0; i < adv_count_; i++) {
+        if (adv_q_[i].state == Zc::kActive) {
+            adv_q_[i].state = Zc::kCancelling;
+            any = true;
+        }
+    }
+    // One SinkAvailCancel takes back every piece; a cancel already sent
+    // or due covers those it found active.
+    if (any)
+        sink_cancel_due_ = true;
 }
 
+// The bytes written are those of the pieces filled in order: a write that
+// leaves room in its piece ends the pieces after it unused.
 int Connection::adv_end(u32* written) const
 {
-    if (written != nullptr)
-        *written = adv_.written;
-    switch (adv_.state) {
-    case Zc::kIdle:
-        return SDP_ADV_NONE;
-    case Zc::kActive:
-    case Zc::kCancelling:
-        return SDP_ADV_PENDING;
-    default:
-        return SDP_ADV_ENDED;
+    u32 sum = 0;
+    bool pending = false;
+    for (u32 i = 0; i < adv_count_; i++) {
+        sum += adv_q_[i].written;
+        pending |= adv_q_[i].state == Zc::kActive || adv_q_[i].state == Zc::kCancelling;
     }
+    if (written != nullptr)
+        *written = sum;
+    if (adv_count_ == 0)
+        return SDP_ADV_NONE;
+    return pending ? SDP_ADV_PENDING : SDP_ADV_ENDED;
 }
 
 // An ended advertisement is a hit or a miss for the back-off (adv_try).
 void Connection::adv_release()
 {
-    if (adv_.state != Zc::kDone)
+    u32 written = 0;
+    if (adv_end(&written) != SDP_ADV_ENDED)
         return;
-    if (adv_.written != 0) {
+    if (written != 0) {
         adv_misses_ = 0;
     } else {
         if (adv_misses_ < kAdvMaxMisses)
             adv_misses_++;
         adv_skip_ = static_cast<u8>((1u << adv_misses_) - 1);
     }
-    adv_ = OwnSinkAvail{};
+    adv_count_ = 0;
 }
 
 bool Connection::adv_try()
@@ -535,10 +575,23 @@ void Connection::zc_status(struct sdp_core_zc_status* out) const
     out->rsa_reading = static_cast<int>(rsa_reading_ != 0);
     out->rsa_offers = rsa_count_;
     out->peer_max_adverts = peer_max_adverts_;
-    out->adv_state = static_cast<u32>(adv_.state);
-    out->adv_written = adv_.written;
-    out->psink_usable = static_cast<int>(psink_.usable);
-    out->psink_len = psink_.usable ? psink_.len : 0;
+    // Our SinkAvails as one: cancelling if any is, else active if any is.
+    bool active = false;
+    bool cancelling = false;
+    for (u32 i = 0; i < adv_count_; i++) {
+        active |= adv_q_[i].state == Zc::kActive;
+        cancelling |= adv_q_[i].state == Zc::kCancelling;
+        out->adv_written += adv_q_[i].written;
+    }
+    const Zc adv_state = adv_count_ == 0 ? Zc::kIdle
+                         : cancelling    ? Zc::kCancelling
+                         : active        ? Zc::kActive
+                                         : Zc::kDone;
+    out->adv_state = static_cast<u32>(adv_state);
+    out->adv_count = adv_count_;
+    out->psink_usable = static_cast<int>(psink_count_ != 0);
+    out->psink_len = sink_len();
+    out->psink_count = psink_count_;
     out->wr_compl_pending = static_cast<int>(wr_compl_due_ != 0);
 }
 
@@ -570,7 +623,9 @@ int Connection::zc_tx_build(wire::Message* msg)
     case wire::Mid::kRdmaWrCompl:
         msg->rdma_compl_len = wr_compl_due_;
         wr_compl_due_ = 0;
-        data_sent(msg->bsdh.mseq);
+        if (wr_partial_)
+            data_sent(msg->bsdh.mseq);
+        wr_partial_ = false;
         return 0;
     case wire::Mid::kRdmaRdCompl:
         msg->rdma_compl_len = rd_compl_due_;
@@ -662,31 +717,56 @@ int Connection::zc_rx(const wire::Message& msg, sdp_core_rx* out)
     case wire::Mid::kSinkAvail: {
         const wire::SinkAvail& sk = msg.sink_avail;
         // (After the peer's DisConn too: it closed its sending side only.)
-        if (wr_compl_due_ != 0 || sink_cancel_ack_due_ || !valid_offer(sk.len, sk.vaddr))
+        // More than we accept outstanding, or one before our answer to
+        // the sink's cancel, is an error.
+        if (psink_count_ >= SDP_CORE_MAX_ADVERTS || sink_cancel_ack_due_ ||
+            !valid_offer(sk.len, sk.vaddr))
             return -SDP_CORE_EPROTO;
-        psink_ = PeerSinkAvail{sk.vaddr, sk.rkey, sk.len, false};
-        // Usable only if the sink had every stream byte we sent.
-        psink_.usable = zc_answer_fits() && !src_pending() &&
-                        seq_at_or_after(msg.bsdh.mseq_ack, last_data_mseq_) &&
-                        (state_ & SDP_CS_SHUT_REQUESTED) == 0;
         out->zc_bytes = sk.len;
+        // Usable only if the sink had every stream byte we sent, those of
+        // RDMA Writes into its earlier pieces of the same receive aside,
+        // and if the piece before it in that receive was.
+        if (psink_dropping_ && msg.bsdh.mseq_ack == psink_drop_ack_)
+            return 0;
+        psink_dropping_ = false;
+        if (!zc_answer_fits() || src_pending() || (wr_compl_due_ != 0 && wr_partial_) ||
+            !seq_at_or_after(msg.bsdh.mseq_ack, last_data_mseq_) ||
+            (state_ & SDP_CS_SHUT_REQUESTED) != 0) {
+            psink_dropping_ = true;
+            psink_drop_ack_ = msg.bsdh.mseq_ack;
+            return 0;
+        }
+        psink_q_[(psink_head_ + psink_count_) % SDP_CORE_MAX_ADVERTS] =
+            PeerSinkAvail{sk.vaddr, sk.rkey, sk.len};
+        psink_count_++;
         return 0;
     }
     case wire::Mid::kSinkAvailCancel:
-        psink_.usable = false;
+        psink_count_ = 0;
         // After our DisConn the sink needs no answer: the DisConn ended its
         // advertisement.
         if ((state_ & SDP_CS_DISCONN_SENT) == 0)
             sink_cancel_ack_due_ = true;
         return 0;
     case wire::Mid::kRdmaWrCompl: {
+        // It fills our pieces in order: the first not written yet.
         const u32 n = msg.rdma_compl_len;
-        if ((adv_.state != Zc::kActive && adv_.state != Zc::kCancelling) || adv_.written != 0 ||
-            n == 0 || n > adv_.len || (state_ & SDP_CS_DISCONN_RCVD) != 0)
+        u32 i = 0;
+        while (i < adv_count_ && adv_q_[i].written != 0)
+            i++;
+        if (i == adv_count_ ||
+            (adv_q_[i].state != Zc::kActive && adv_q_[i].state != Zc::kCancelling) || n == 0 ||
+            n > adv_q_[i].len || (state_ & SDP_CS_DISCONN_RCVD) != 0)
             return -SDP_CORE_EPROTO;
-        adv_.written = n;
-        if (adv_.state == Zc::kActive)
-            adv_.state = Zc::kDone;
+        adv_q_[i].written = n;
+        if (adv_q_[i].state == Zc::kActive)
+            adv_q_[i].state = Zc::kDone;
+        // A piece left with room ends those after it: the source uses
+        // them no more (a cancel in flight is still answered).
+        for (u32 k = i + 1; n < adv_q_[i].len && k < adv_count_; k++) {
+            if (adv_q_[k].state == Zc::kActive)
+                adv_q_[k].state = Zc::kDone;
+        }
         out->zc_bytes = n;
         return 0;
     }
@@ -695,9 +775,17 @@ int Connection::zc_rx(const wire::Message& msg, sdp_core_rx* out)
             sink_ack_stale_ = false;
             return 0;
         }
-        if (adv_.state != Zc::kCancelling || sink_cancel_due_)
-            return -SDP_CORE_EPROTO;
-        adv_.state = Zc::kDone;
+        {
+            bool cancelling = false;
+            for (u32 i = 0; i < adv_count_; i++)
+                cancelling |= adv_q_[i].state == Zc::kCancelling;
+            if (!cancelling || sink_cancel_due_)
+                return -SDP_CORE_EPROTO;
+            for (u32 i = 0; i < adv_count_; i++) {
+                if (adv_q_[i].state == Zc::kCancelling)
+                    adv_q_[i].state = Zc::kDone;
+            }
+        }
         return 0;
     default:
         return -SDP_CORE_EPROTO;

@@ -197,9 +197,9 @@ struct Side {
     // reader
     u64 got = 0; // stream bytes received, every path
     // zero copy
-    std::deque<Reg> srcs; // our SrcAvails, oldest first, until released
-    u32 src_limit = 1;    // sdp_core_set_src_limit()
-    Reg adv;              // our SinkAvail
+    std::deque<Reg> srcs;  // our SrcAvails, oldest first, until released
+    u32 src_limit = 1;     // sdp_core_set_src_limit()
+    std::vector<Reg> advs; // our SinkAvails: the pieces of one receive, in order
     u32 rd_reading = 0;
     u32 rd_unreported = 0;
     u32 wr_unreported = 0;
@@ -213,6 +213,19 @@ const Reg* find_src(const Side& d, u32 rkey)
         if (r.rkey == rkey)
             return &r;
     return nullptr;
+}
+
+const Reg* find_adv(const Side& d, u32 rkey)
+{
+    for (const Reg& r : d.advs)
+        if (r.rkey == rkey)
+            return &r;
+    return nullptr;
+}
+
+Reg* find_adv(Side& d, u32 rkey)
+{
+    return const_cast<Reg*>(find_adv(static_cast<const Side&>(d), rkey));
 }
 
 sdp_core_zc_status zc_of(const Side& d)
@@ -412,8 +425,16 @@ void Harness::check_invariants()
             const Reg& head = d.srcs.front();
             CHECK(head.live && st.src_len == head.len && st.src_acked == head.acked);
         }
-        if (st.adv_state != SDP_ZC_IDLE)
-            CHECK(d.adv.live && st.adv_written <= d.adv.len);
+        CHECK(st.adv_count == d.advs.size());
+        CHECK(st.adv_count <= SDP_CORE_MAX_ADVERTS && st.psink_count <= SDP_CORE_MAX_ADVERTS);
+        if (st.adv_state != SDP_ZC_IDLE) {
+            u64 total = 0;
+            for (const Reg& a : d.advs) {
+                CHECK(a.live);
+                total += a.len;
+            }
+            CHECK(st.adv_written <= total);
+        }
         if (!established(s)) {
             CHECK(credits == 0);
             CHECK(sdp_core_tx_decide(&d.conn, 1, 1, SDP_TXO_PUSH) == SDP_TX_CLOSED);
@@ -699,29 +720,38 @@ void Harness::sink_avail(int s)
     }
     const u32 size = how < 8 ? SDP_SINK_AVAIL_SIZE - 1 - how : SDP_SINK_AVAIL_SIZE;
     const sdp_core_zc_status zc0 = zc_of(d);
+    const u32 room0 = sdp_core_adv_room(&d.conn);
     const u32 credits0 = sdp_core_tx_credits(&d.conn);
     const sdp_core_zc zc{len, d.next_key, vaddr};
     u8 hdr[SDP_SINK_AVAIL_SIZE];
     const int rc = sdp_core_tx_sink_avail(&d.conn, hdr, size, &zc);
-    if (!valid || size < SDP_SINK_AVAIL_SIZE || !established(s) || aborted(s) ||
-        zc0.adv_state != SDP_ZC_IDLE || (d.state & SDP_CS_DISCONN_RCVD) != 0)
+    // A further piece only while every one before is untouched, and no
+    // more than the peer accepts.
+    CHECK(room0 <= SDP_CORE_MAX_ADVERTS && room0 + zc0.adv_count <= zc0.peer_max_adverts);
+    if (!valid || size < SDP_SINK_AVAIL_SIZE || !established(s) || aborted(s) || room0 == 0 ||
+        (zc0.adv_count != 0 && (zc0.adv_state != SDP_ZC_ACTIVE || zc0.adv_written != 0)) ||
+        (d.state & SDP_CS_DISCONN_RCVD) != 0)
         CHECK(rc < 0);
     if (rc < 0) {
         CHECK(sdp_core_tx_credits(&d.conn) == credits0);
-        CHECK(zc_of(d).adv_state == zc0.adv_state);
+        CHECK(zc_of(d).adv_state == zc0.adv_state && zc_of(d).adv_count == zc0.adv_count);
         return;
     }
-    CHECK(!d.adv.live);
-    d.adv = Reg{};
-    d.adv.vaddr = vaddr;
-    d.adv.rkey = d.next_key++;
-    d.adv.len = len;
-    d.adv.off = d.got; // the bytes written there come next in the stream
-    d.adv.buf.assign(len < kMaxStream ? len : kMaxStream, 0);
-    d.adv.live = true;
+    CHECK(d.advs.size() == zc0.adv_count);
+    Reg a;
+    a.vaddr = vaddr;
+    a.rkey = d.next_key++;
+    a.len = len;
+    // The bytes written there come next in the stream, after the pieces
+    // before it.
+    a.off = d.advs.empty() ? d.got : d.advs.back().off + d.advs.back().len;
+    a.buf.assign(len < kMaxStream ? len : kMaxStream, 0);
+    a.live = true;
+    d.advs.push_back(std::move(a));
     after_build(s, hdr, rc, SDP_MID_SINK_AVAIL, 0, credits0);
     const sdp_core_zc_status st = zc_of(d);
     CHECK(st.adv_state == SDP_ZC_ACTIVE && st.adv_written == 0);
+    CHECK(st.adv_count == zc0.adv_count + 1 && sdp_core_adv_room(&d.conn) == room0 - 1);
 }
 
 // The writer fills the peer's SinkAvail by RDMA Write.
@@ -740,12 +770,15 @@ void Harness::sink_take(int s)
     CHECK(established(s) && !aborted(s) && want != 0);
     CHECK(zc0.psink_usable != 0 && zc0.src_offers == 0 && zc0.wr_compl_pending == 0);
     CHECK(zc.len != 0 && zc.len <= want && zc.len <= zc0.psink_len);
-    CHECK(zc_of(d).psink_usable == 0); // one write per advertisement
+    // One write per advertisement; one that leaves room in it ends the
+    // pieces behind it.
+    const sdp_core_zc_status now = zc_of(d);
+    CHECK(now.psink_count == (zc.len < zc0.psink_len ? 0 : zc0.psink_count - 1));
     if (!hostile_) {
         // Into a live advertisement of the peer, at the next stream offset.
-        const Reg& a = peer(s).adv;
-        CHECK(a.live && zc.rkey == a.rkey && zc.vaddr == a.vaddr && zc.len <= a.len);
-        CHECK(a.off == d.stream_sent);
+        const Reg* a = find_adv(peer(s), zc.rkey);
+        CHECK(a != nullptr && a->live && zc.vaddr == a->vaddr && zc.len <= a->len);
+        CHECK(a->off == d.stream_sent && a->landed == 0);
     }
     WireItem w;
     w.rdma = true;
@@ -854,8 +887,8 @@ void Harness::release(int s)
     } else {
         sdp_core_adv_release(&d.conn);
         if (st.adv_state == SDP_ZC_DONE) {
-            d.adv.live = false;
-            CHECK(zc_of(d).adv_state == SDP_ZC_IDLE);
+            d.advs.clear();
+            CHECK(zc_of(d).adv_state == SDP_ZC_IDLE && zc_of(d).adv_count == 0);
         } else {
             CHECK(zc_of(d).adv_state == st.adv_state);
         }
@@ -905,14 +938,20 @@ void Harness::deliver(int s)
     Side& to = me(r);
     WireItem& w = wire_[s].front();
     if (w.rdma) {
-        Reg& a = to.adv;
         if (!hostile_) {
-            // An RDMA Write lands only in a live advertisement.
-            CHECK(a.live && w.rkey == a.rkey && w.vaddr == a.vaddr && w.len <= a.len);
-            CHECK(a.landed == 0 && w.off == a.off);
-            for (u32 i = 0; i < w.len && i < a.buf.size(); i++)
-                a.buf[i] = pattern(s, w.off + i);
-            a.landed = w.len;
+            // An RDMA Write lands only in a live advertisement, after the
+            // pieces before it were filled.
+            Reg* a = find_adv(to, w.rkey);
+            CHECK(a != nullptr && a->live && w.vaddr == a->vaddr && w.len <= a->len);
+            CHECK(a->landed == 0 && w.off == a->off);
+            for (const Reg& q : to.advs) {
+                if (&q == a)
+                    break;
+                CHECK(q.landed == q.len);
+            }
+            for (u32 i = 0; i < w.len && i < a->buf.size(); i++)
+                a->buf[i] = pattern(s, w.off + i);
+            a->landed = w.len;
         }
         wire_[s].pop_front();
         return;
@@ -1072,26 +1111,46 @@ void Harness::accepted(int s, const Bytes& msg, const sdp_core_rx& rx, u32 state
             break;
         }
         case wire::Mid::kRdmaWrCompl: {
-            // Inside our SinkAvail, once.
+            // Inside the next of our pieces not written yet, once: the
+            // pieces before it full.
             CHECK(zc0.adv_state == SDP_ZC_ACTIVE || zc0.adv_state == SDP_ZC_CANCELLING);
-            CHECK(zc0.adv_written == 0 && d.adv.live);
-            CHECK(n == m.rdma_compl_len && n != 0 && n <= d.adv.len);
-            CHECK(st.adv_written == n);
-            CHECK((state0 & SDP_CS_DISCONN_RCVD) == 0);
-            if (!hostile_) {
-                CHECK(d.adv.off == d.got && d.adv.landed == n);
-                for (u32 i = 0; i < n && i < d.adv.buf.size(); i++)
-                    CHECK(d.adv.buf[i] == pattern(1 - s, d.got + i));
+            Reg* a = nullptr;
+            u32 before = 0;
+            for (Reg& q : d.advs) {
+                if (q.acked == 0) {
+                    a = &q;
+                    break;
+                }
+                CHECK(q.acked == q.len);
+                before += q.acked;
             }
+            CHECK(a != nullptr && a->live);
+            CHECK(zc0.adv_written == before);
+            CHECK(n == m.rdma_compl_len && n != 0 && n <= a->len);
+            CHECK(st.adv_written == before + n);
+            CHECK((state0 & SDP_CS_DISCONN_RCVD) == 0);
+            a->acked = n;
+            if (!hostile_) {
+                CHECK(a->off == d.got && a->landed == n);
+                for (u32 i = 0; i < n && i < a->buf.size(); i++)
+                    CHECK(a->buf[i] == pattern(1 - s, d.got + i));
+            }
+            // A piece left with room ends those after it.
+            if (n < a->len && zc0.adv_state == SDP_ZC_ACTIVE && st.adv_state != SDP_ZC_CANCELLING)
+                CHECK(st.adv_state == SDP_ZC_DONE);
             d.got += n;
             break;
         }
         case wire::Mid::kSinkAvail:
             CHECK(fits_zcopy(m.sink_avail.len, m.sink_avail.vaddr));
             CHECK(n == m.sink_avail.len);
-            CHECK(zc0.wr_compl_pending == 0);
-            if (st.psink_usable != 0)
+            // Queued behind the usable ones (the head's length is the
+            // one told), or not usable at all.
+            CHECK(st.psink_count == zc0.psink_count + 1 || st.psink_count == zc0.psink_count);
+            if (st.psink_count == 1 && zc0.psink_count == 0)
                 CHECK(st.psink_len == n);
+            else if (zc0.psink_count != 0)
+                CHECK(st.psink_len == zc0.psink_len);
             break;
         case wire::Mid::kSendSm:
         case wire::Mid::kSrcAvailCancel:
@@ -1241,8 +1300,8 @@ void Harness::inject(int s)
     case SDP_MID_SRC_AVAIL:
     case SDP_MID_SINK_AVAIL:
         sdp::store_be32(ext, in_.pick({1, 4096, SDP_ZC_MAX_LEN, SDP_ZC_MAX_LEN + 1, 0}));
-        sdp::store_be32(ext + 4,
-                        in_.pick({1, d.srcs.empty() ? 0 : d.srcs.front().rkey, d.adv.rkey}));
+        sdp::store_be32(ext + 4, in_.pick({1, d.srcs.empty() ? 0 : d.srcs.front().rkey,
+                                           d.advs.empty() ? 2 : d.advs.front().rkey}));
         sdp::store_be64(ext + 8, in_.pick({0, 1}) == 0 ? in_.u64v() : ~0ull - in_.byte());
         if (mid == SDP_MID_SINK_AVAIL)
             sdp::store_be32(ext + 16, in_.pick({0, 1}));
@@ -1251,9 +1310,10 @@ void Harness::inject(int s)
         sdp::store_be32(ext, in_.pick({st.src_len - st.src_acked, 1, 0, st.src_len,
                                        st.src_len - st.src_acked + 1, 0xffffffffu}));
         break;
-    case SDP_MID_RDMA_WR_COMPL:
-        sdp::store_be32(ext, in_.pick({d.adv.len, 1, 0, d.adv.len + 1, 0xffffffffu}));
-        break;
+    case SDP_MID_RDMA_WR_COMPL: {
+        const u32 alen = d.advs.empty() ? 4096 : d.advs.front().len;
+        sdp::store_be32(ext, in_.pick({alen, 1, 0, alen + 1, 0xffffffffu}));
+    } break;
     default:
         for (u32 i = kBsdh; i < hdr; i++)
             msg[i] = in_.byte();

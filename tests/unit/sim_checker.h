@@ -167,21 +167,26 @@ inline std::string World::unusable(int s, unsigned want, const sdp_core_zc& zc) 
 {
     const Side& d = sides_[s];
     const Side& p = sides_[1 - s];
-    if (!d.padv.present)
-        return "no SinkAvail ever arrived";
-    if (d.padv.stopped)
-        return "its SinkAvailCancel arrived";
-    if (d.padv.used)
-        return "it was written into already";
-    if (zc.rkey != d.padv.rkey || zc.vaddr != d.padv.vaddr || zc.len == 0 || zc.len > want ||
-        zc.len > d.padv.len) {
-        return "key, address or length differ from the SinkAvail's (" + std::to_string(zc.len) +
-               " of " + std::to_string(d.padv.len) + ", want " + std::to_string(want) + ")";
+    const Peer* a = nullptr;
+    for (const Peer& x : d.padvs) {
+        if (x.rkey == zc.rkey)
+            a = &x;
     }
-    if (!p.sink.live || p.sink.rkey != zc.rkey)
+    if (a == nullptr)
+        return "no SinkAvail with its key arrived";
+    if (a->stopped)
+        return "its SinkAvailCancel arrived";
+    if (a->used)
+        return "it was written into already";
+    if (zc.vaddr != a->vaddr || zc.len == 0 || zc.len > want || zc.len > a->len) {
+        return "address or length differ from the SinkAvail's (" + std::to_string(zc.len) + " of " +
+               std::to_string(a->len) + ", want " + std::to_string(want) + ")";
+    }
+    const Piece* piece = p.sink.live ? find_piece(p.sink, zc.rkey) : nullptr;
+    if (piece == nullptr)
         return "the sink no longer has it registered";
-    if (p.sink.off != d.written) {
-        return "it was made for stream bytes from " + std::to_string(p.sink.off) +
+    if (p.sink.off + piece->at != d.written) {
+        return "it was made for stream bytes from " + std::to_string(p.sink.off + piece->at) +
                ", the writer is at " + std::to_string(d.written);
     }
     if (d.disconn_posted)
@@ -239,15 +244,22 @@ inline std::string World::unreadable(const Side& d, const sdp_core_zc_status& st
 // be the live advertisement it was made for.
 inline std::string World::bad_write(const Side& p, const WireMsg& m)
 {
-    if (!p.sink.live || p.sink.rkey != m.rkey)
+    const Piece* piece = p.sink.live ? find_piece(p.sink, m.rkey) : nullptr;
+    if (piece == nullptr)
         return "key " + std::to_string(m.rkey) + " is not registered (any more)";
-    if (m.vaddr != p.sink.vaddr || m.len > p.sink.len)
-        return "outside the advertised buffer";
-    if (p.sink.done != 0)
-        return "the advertisement was written into already";
-    if (m.off != p.sink.off) {
-        return "stream bytes from " + std::to_string(m.off) + " into a buffer for bytes from " +
-               std::to_string(p.sink.off);
+    if (m.vaddr != piece->vaddr || m.len > piece->len)
+        return "outside the advertised piece";
+    if (piece->done != 0)
+        return "the piece was written into already";
+    for (const Piece& q : p.sink.pieces) {
+        if (&q == piece)
+            break;
+        if (q.done != q.len)
+            return "a piece before it is not full";
+    }
+    if (m.off != p.sink.off + piece->at) {
+        return "stream bytes from " + std::to_string(m.off) + " into a piece for bytes from " +
+               std::to_string(p.sink.off + piece->at);
     }
     return {};
 }
@@ -300,6 +312,20 @@ inline unsigned World::new_key(int s, unsigned long long vaddr, unsigned len)
 {
     keys_.push_back({vaddr, len, s});
     return kFirstKey + static_cast<unsigned>(keys_.size() - 1);
+}
+
+inline const World::Piece* World::find_piece(const Reg& r, unsigned rkey)
+{
+    for (const Piece& q : r.pieces) {
+        if (q.rkey == rkey)
+            return &q;
+    }
+    return nullptr;
+}
+
+inline World::Piece* World::find_piece(Reg& r, unsigned rkey)
+{
+    return const_cast<Piece*>(find_piece(static_cast<const Reg&>(r), rkey));
 }
 
 // A SrcAvail or SinkAvail as received describes a registration of side s.
@@ -364,11 +390,14 @@ inline void World::zc_received(int s, const Bytes& msg, const sdp_core_rx& rx)
             fail(d.name + ": SinkAvail does not describe a registration of " + p.name);
             return;
         }
-        d.padv = a;
+        d.padvs.push_back(a);
+        if (d.padvs.size() > 2 * SDP_CORE_MAX_ADVERTS)
+            d.padvs.erase(d.padvs.begin());
         break;
     }
     case SDP_MID_SINK_AVAIL_CANCEL:
-        d.padv.stopped = true;
+        for (Peer& a : d.padvs)
+            a.stopped = true;
         // After our DisConn nobody answers: the DisConn ended the
         // advertisement at the sink.
         if (d.disconn_posted) {
@@ -380,12 +409,25 @@ inline void World::zc_received(int s, const Bytes& msg, const sdp_core_rx& rx)
             d.acks_owed++;
         }
         break;
-    case SDP_MID_RDMA_WR_COMPL:
-        if (d.rd != RdState::kAdv || rx.zc_bytes == 0 || rx.zc_bytes != d.sink.done) {
+    case SDP_MID_RDMA_WR_COMPL: {
+        // It reports the first piece not reported yet, which must be the
+        // one written.
+        Piece* piece = nullptr;
+        for (Piece& q : d.sink.pieces) {
+            if (!q.reported) {
+                piece = &q;
+                break;
+            }
+        }
+        if (d.rd != RdState::kAdv || piece == nullptr || rx.zc_bytes == 0 ||
+            rx.zc_bytes != piece->done) {
             fail(d.name + ": RdmaWrCompl(" + std::to_string(rx.zc_bytes) + ") accepted, " +
-                 std::to_string(d.sink.done) + " bytes landed");
+                 std::to_string(piece != nullptr ? piece->done : 0) +
+                 " bytes landed in the next piece");
             return;
         }
+        piece->reported = true;
+    }
         d.rx_stream += rx.zc_bytes;
         break;
     case SDP_MID_SINK_CANCEL_ACK:

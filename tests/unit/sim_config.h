@@ -100,6 +100,10 @@ struct SideConfig {
     // A reader about to block advertises its buffer (SinkAvail) for a read
     // of zcopy_thresh to max_read bytes.
     bool sink_avail = false;
+    // ... in up to this many pieces (SinkAvails) of at most zcopy_chunk
+    // each, as sdp_zc_recv_advertise() does with a buffer larger than a
+    // registration, within what sdp_core_adv_room() allows.
+    unsigned sink_pieces = 1;
     // ... also after its own shutdown(SHUT_WR), as the glue does (a
     // half-closed socket still reads).
     bool sink_avail_after_shut = true;
@@ -148,6 +152,8 @@ struct SideStats {
     // zero copy
     std::size_t src_avails = 0;     // SrcAvails posted
     std::size_t sink_avails = 0;    // SinkAvails posted
+    std::size_t sink_pieces = 0;    // ... of them after the first of a read
+    std::size_t sink_trims = 0;     // reads that took their unused pieces back
     std::size_t rdma_reads = 0;     // RDMA Reads completed by this side's reader
     std::size_t read_bytes = 0;     // ... and their bytes
     std::size_t rdma_writes = 0;    // RDMA Writes posted by this side's writer

@@ -365,6 +365,14 @@ inline bool World::adv_interruptible(const Side& d) const
     return d.rd == RdState::kAdv && !d.adv_cancelled && zc_status(d).adv_state == SDP_ZC_ACTIVE;
 }
 
+// Some pieces written, some still unused and not cancelled yet.
+[[gnu::noinline]] inline bool World::adv_trimmable(const Side& d)
+{
+    unsigned written = 0;
+    return d.rd == RdState::kAdv && !d.adv_cancelled &&
+           sdp_core_adv_end(&d.conn, &written) == SDP_ADV_PENDING && written != 0;
+}
+
 inline bool World::adv_signalable(const Side& d) const
 {
     return d.cfg.reader_signals && adv_interruptible(d);
@@ -669,30 +677,54 @@ inline void World::advertise(int s)
                       "previous advertisement may still come");
         return;
     }
-    Reg reg;
-    reg.vaddr = kSinkBase + static_cast<unsigned long long>(keys_.size()) * 0x1000000ull;
-    reg.rkey = new_key(s, reg.vaddr, len);
-    reg.off = d.got.size();
-    reg.len = len;
-    reg.buf.resize(len);
-    reg.live = true;
-    Bytes msg(SDP_SINK_AVAIL_SIZE);
-    const sdp_core_zc zc{len, reg.rkey, reg.vaddr};
-    const int n =
-        sdp_core_tx_sink_avail(&d.conn, msg.data(), static_cast<unsigned>(msg.size()), &zc);
-    if (n != SDP_SINK_AVAIL_SIZE) {
-        fail(d.name + ": tx_sink_avail failed: " + sdp_core_err_name(n));
-        return;
+    // In pieces of at most zcopy_chunk when it may use several, each its
+    // own registration; the later ones only while the core has room, the
+    // credits allow and two control buffers stay free (the glue's rule).
+    const unsigned piece_max = d.cfg.sink_pieces > 1 ? std::max(d.cfg.zcopy_chunk, 1u) : len;
+    const unsigned long long base =
+        kSinkBase + static_cast<unsigned long long>(keys_.size()) * 0x1000000ull;
+    d.sink = Reg{};
+    d.sink.vaddr = base;
+    d.sink.off = d.got.size();
+    d.sink.live = true;
+    unsigned at = 0;
+    while (at < len) {
+        const unsigned plen = std::min(piece_max, len - at);
+        if (at != 0 &&
+            (d.sink.pieces.size() >= d.cfg.sink_pieces || sdp_core_adv_room(&d.conn) == 0 ||
+             d.ctl_in_flight + 2 >= d.cfg.ctl_bufs || !sink_avail_ok(s, plen)))
+            break;
+        Piece piece;
+        piece.vaddr = base + at;
+        piece.at = at;
+        piece.len = plen;
+        piece.rkey = new_key(s, piece.vaddr, plen);
+        Bytes msg(SDP_SINK_AVAIL_SIZE);
+        const sdp_core_zc zc{plen, piece.rkey, piece.vaddr};
+        const int n =
+            sdp_core_tx_sink_avail(&d.conn, msg.data(), static_cast<unsigned>(msg.size()), &zc);
+        if (n != SDP_SINK_AVAIL_SIZE) {
+            fail(d.name + ": tx_sink_avail failed for piece " +
+                 std::to_string(d.sink.pieces.size()) + ": " + sdp_core_err_name(n));
+            return;
+        }
+        if (at == 0) {
+            d.sink.rkey = piece.rkey;
+            d.rd = RdState::kAdv;
+            d.adv_cancelled = false;
+            d.adv_done = false;
+            d.adv_acked = false;
+            d.stats.late_sinks += d.disconn_posted ? 1 : 0;
+        }
+        d.sink.pieces.push_back(piece);
+        d.stats.sink_avails++;
+        d.stats.sink_pieces += at != 0 ? 1 : 0;
+        send(s, Ring::kCtl, SDP_MID_SINK_AVAIL, std::move(msg), 0, 0);
+        at += plen;
     }
-    trace(Ev::kRead, s, len, 3);
-    d.stats.late_sinks += d.disconn_posted ? 1 : 0;
-    d.sink = std::move(reg);
-    d.rd = RdState::kAdv;
-    d.adv_cancelled = false;
-    d.adv_done = false;
-    d.adv_acked = false;
-    d.stats.sink_avails++;
-    send(s, Ring::kCtl, SDP_MID_SINK_AVAIL, std::move(msg), 0, 0);
+    d.sink.len = at;
+    d.sink.buf.resize(at);
+    trace(Ev::kRead, s, at, 3);
     pump(s, 0);
 }
 
@@ -714,6 +746,14 @@ inline void World::adv_wake(int s)
     observe_zc(s);
     unsigned written = 0;
     if (sdp_core_adv_end(&d.conn, &written) != SDP_ADV_ENDED) {
+        // A read that has bytes takes the pieces still unused back (the
+        // glue's rule: a receive returns once it has what it needs).
+        if (adv_trimmable(d)) {
+            trace(Ev::kAdvWake, s, written, 1);
+            d.stats.sink_trims++;
+            adv_cancel(s);
+            return;
+        }
         fail(d.name + ": the reader woke with its SinkAvail not ended");
         return;
     }
@@ -734,6 +774,11 @@ inline void World::adv_wake(int s)
         return;
     }
     const std::size_t from = d.got.size();
+    if (written != d.sink.done) {
+        fail(d.name + ": the advertisement ended with " + std::to_string(written) +
+             " bytes written, " + std::to_string(d.sink.done) + " landed");
+        return;
+    }
     d.got.insert(d.got.end(), d.sink.buf.begin(), d.sink.buf.begin() + written);
     d.stats.reads++;
     check_got(s, from);

@@ -53,7 +53,7 @@ inline bool World::enabled(Ev ev, int s) const
     case Ev::kSignal:
         return w_.signal > 0 && (d.zw_active || d.rd == RdState::kAdv) && zc_interruptible(d);
     case Ev::kAdvWake:
-        return d.rd == RdState::kAdv && zc_adv_done(d);
+        return d.rd == RdState::kAdv && (zc_adv_done(d) || adv_trimmable(d));
     case Ev::kGrace:
         return w_.grace > 0 && d.rd == RdState::kIdle && zc_readable(d);
     case Ev::kRdDone:

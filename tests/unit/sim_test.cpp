@@ -677,6 +677,8 @@ void Add(ZcTotals* t, const Result& r)
         t->s.data_sends += st.data_sends;
         t->s.src_avails += st.src_avails;
         t->s.sink_avails += st.sink_avails;
+        t->s.sink_pieces += st.sink_pieces;
+        t->s.sink_trims += st.sink_trims;
         t->s.rdma_reads += st.rdma_reads;
         t->s.read_bytes += st.read_bytes;
         t->s.rdma_writes += st.rdma_writes;
@@ -704,17 +706,19 @@ void Add(ZcTotals* t, const Result& r)
 void Print(const char* what, const ZcTotals& t)
 {
     std::printf("%s: %zu runs, %zu steps; %zu SrcAvail, %zu RDMA Reads (%zu B), %zu SinkAvail "
-                "(%zu unused, %zu after DisConn, %zu chances skipped), %zu RDMA Writes (%zu B), "
+                "(%zu further pieces, %zu reads took pieces back, "
+                "%zu unused, %zu after DisConn, %zu chances skipped), %zu RDMA Writes (%zu B), "
                 "%zu SendSM (%zu by the deadlock rule, %zu MSG_PEEK, %zu small reads, %zu grace "
                 "timer, %zu periods restarted), "
                 "%zu SrcAvailCancel, %zu "
                 "SinkAvailCancel (%zu overtaken, %zu stale acks), %zu chunks by bcopy (%zu B), "
                 "%zu writes too big, %zu answers with the last credit\n",
                 what, t.runs, t.steps, t.s.src_avails, t.s.rdma_reads, t.s.read_bytes,
-                t.s.sink_avails, t.s.adv_unused, t.s.late_sinks, t.s.adv_skipped, t.s.rdma_writes,
-                t.s.write_bytes, t.s.send_sms, t.s.deadlock_sms, t.s.peeks, t.s.small_read_sms,
-                t.s.grace_sms, t.s.grace_agains, t.s.src_cancels, t.s.sink_cancels, t.s.overtaken,
-                t.s.stale_acks, t.s.bcopy_chunks, t.s.chunk_bytes, t.s.too_big, t.s.last_credit);
+                t.s.sink_avails, t.s.sink_pieces, t.s.sink_trims, t.s.adv_unused, t.s.late_sinks,
+                t.s.adv_skipped, t.s.rdma_writes, t.s.write_bytes, t.s.send_sms, t.s.deadlock_sms,
+                t.s.peeks, t.s.small_read_sms, t.s.grace_sms, t.s.grace_agains, t.s.src_cancels,
+                t.s.sink_cancels, t.s.overtaken, t.s.stale_acks, t.s.bcopy_chunks, t.s.chunk_bytes,
+                t.s.too_big, t.s.last_credit);
 }
 
 // Seeds of a zero-copy scenario: SDP_SIM_SEEDS=n runs n instead if that is
@@ -751,6 +755,7 @@ TEST(SimZcopy, ZeroCopyOnlyOneWay)
         r.zcopy_thresh = static_cast<unsigned>(rng.range(500, 4000)); // its SinkAvails
         r.max_read = static_cast<unsigned>(rng.range(100, 20000));
         r.sink_avail = (seed & 1) != 0;
+        r.sink_pieces = 1 + static_cast<unsigned>((seed >> 2) % SDP_CORE_MAX_ADVERTS);
         r.pause_per_mille = rng.per_mille(300) ? 100 : 0;
         r.pause_steps = 200;
         const Result res = (seed & 2) != 0 ? Simulate(seed, w, r, RandomWeights(rng))
@@ -774,6 +779,7 @@ TEST(SimZcopy, ZeroCopyOnlyOneWay)
     EXPECT_GE(strict * 3, seeds) << "the strict check ran too rarely to mean much";
     EXPECT_GT(t.s.read_bytes, 0u);
     EXPECT_GT(t.s.write_bytes, 0u);
+    EXPECT_GT(t.s.sink_pieces, 0u) << "no read advertised its buffer in pieces";
     EXPECT_LT(t.s.chunk_bytes * 20, t.s.read_bytes + t.s.write_bytes)
         << "most bytes go by zero copy";
 }
@@ -831,6 +837,8 @@ TEST(SimZcopy, MixedSizesAcrossTheThreshold)
         Rng rng(seed * 0x51ed2701ull + 7);
         SideConfig a = RandomZcSide(rng);
         SideConfig b = RandomZcSide(rng);
+        a.sink_pieces = 1 + static_cast<unsigned>(seed % SDP_CORE_MAX_ADVERTS);
+        b.sink_pieces = 1 + static_cast<unsigned>((seed / 4) % SDP_CORE_MAX_ADVERTS);
         // Tiny receive buffers at the peer make tiny segments: at most
         // ~1000 bytes then (many steps per byte).
         a.bytes = std::min<std::size_t>(a.bytes, std::size_t{20} * std::max(SegMax(a, b), 48u));
@@ -853,6 +861,8 @@ TEST(SimZcopy, MixedSizesAcrossTheThreshold)
     EXPECT_GT(t.s.grace_sms, 0u);
     EXPECT_GT(t.s.bcopy_chunks, 0u);
     EXPECT_GT(t.s.too_big, 0u);
+    EXPECT_GT(t.s.sink_pieces, 0u);
+    EXPECT_GT(t.s.sink_trims, 0u);
 }
 
 // Writers interrupted often while their SrcAvail waits for a slow reader,
@@ -861,7 +871,7 @@ TEST(SimZcopy, MixedSizesAcrossTheThreshold)
 // write returns what the sink read and the stream goes on.
 // One FrequentCancels run: both sides cancel their offers and
 // advertisements at random (signals), readers pause.
-Result FrequentCancelsRun(std::uint64_t seed)
+Result FrequentCancelsRun(std::uint64_t seed, unsigned sink_pieces = 1)
 {
     Rng rng(seed * 0x2545f4914f6cdd1dull + 11);
     SideConfig c;
@@ -876,6 +886,7 @@ Result FrequentCancelsRun(std::uint64_t seed)
     c.pause_per_mille = 300;
     c.pause_steps = static_cast<unsigned>(rng.range(10, 200));
     c.sink_avail = rng.per_mille(500);
+    c.sink_pieces = sink_pieces;
     SideConfig d = c;
     d.bytes = (seed & 1) != 0 ? 0 : rng.range(2000, 15000);
     Weights w = RandomWeights(rng);
@@ -888,7 +899,8 @@ TEST(SimZcopy, FrequentCancels)
     ZcTotals t;
     const std::uint64_t seeds = Seeds(40);
     for (std::uint64_t seed = 1; seed <= seeds; seed++) {
-        const Result r = FrequentCancelsRun(seed);
+        const Result r =
+            FrequentCancelsRun(seed, 1 + static_cast<unsigned>((seed >> 1) % SDP_CORE_MAX_ADVERTS));
         ASSERT_SIM_OK(r);
         Add(&t, r);
     }
@@ -998,6 +1010,7 @@ TEST(SimZcopy, SinkAvailWithSmallWriters)
         SideConfig r = w;
         r.bytes = 0;
         r.sink_avail = true;
+        r.sink_pieces = 1 + static_cast<unsigned>((seed >> 1) % SDP_CORE_MAX_ADVERTS);
         r.max_read =
             static_cast<unsigned>(rng.range(w.zcopy_thresh, std::uint64_t{4} * w.zcopy_thresh));
         Weights wt = RandomWeights(rng);

@@ -162,7 +162,10 @@ inline void World::rdma_write(int s, unsigned want, const sdp_core_zc& zc)
              ": sdp_core_sink_take() handed out an advertisement that is not usable: " + bad);
         return;
     }
-    d.padv.used = true;
+    for (Peer& a : d.padvs) {
+        if (a.rkey == zc.rkey)
+            a.used = true;
+    }
     d.wr_unreported = zc.len;
     WireMsg m;
     m.rdma = true;
@@ -191,9 +194,12 @@ inline void World::rdma_arrive(int s, const WireMsg& m)
         return;
     }
     const Bytes& src = source(me(s));
+    Piece* piece = find_piece(p.sink, m.rkey);
     std::copy(src.begin() + static_cast<long>(m.off),
-              src.begin() + static_cast<long>(m.off + m.len), p.sink.buf.begin());
-    p.sink.done = m.len;
+              src.begin() + static_cast<long>(m.off + m.len),
+              p.sink.buf.begin() + static_cast<long>(piece->at));
+    piece->done = m.len;
+    p.sink.done += m.len;
 }
 
 inline void World::rd_start(int s, unsigned n)

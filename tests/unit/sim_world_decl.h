@@ -69,7 +69,18 @@ class World {
     // stream bytes [off, off + len) at vaddr; done = bytes RDMA-read.
     // Sink: the reader's buffer for stream bytes from off; done = bytes
     // landed there, buf their content.
+    // A sink's buffer is advertised in one or more pieces, a key each, for
+    // consecutive stream bytes: piece bytes [at, at + len) of buf.
+    struct Piece {
+        unsigned long long vaddr = 0;
+        unsigned at = 0;
+        unsigned rkey = 0;
+        unsigned len = 0;
+        unsigned done = 0;     // bytes RDMA-written into it
+        bool reported = false; // its RdmaWrCompl arrived
+    };
     struct Reg {
+        std::vector<Piece> pieces; // sink: its SinkAvails, in order
         Bytes buf;
         unsigned long long vaddr = 0;
         std::size_t off = 0;
@@ -153,7 +164,7 @@ class World {
         // of it goes by bcopy, up to bcopy_end; with bcopy_budget set only
         // that much (short of credits), then zero copy again
         Reg src;
-        Peer padv; // the peer's SinkAvail
+        std::vector<Peer> padvs; // the peer's SinkAvails, as they came (the last few)
         std::size_t zw_end = 0;
         std::size_t bcopy_end = 0;
         std::size_t bcopy_budget = 0;
@@ -298,6 +309,7 @@ class World {
     bool src_interruptible(const Side& d) const;
     bool adv_interruptible(const Side& d) const;
     bool adv_signalable(const Side& d) const;
+    [[gnu::noinline]] static bool adv_trimmable(const Side& d);
     [[gnu::noinline]] bool may_advertise(int s) const;
     // zero copy, source
     void zc_write_start(int s, std::size_t n);
@@ -355,6 +367,8 @@ class World {
     void observe_zc(int s);
     unsigned new_key(int s, unsigned long long vaddr, unsigned len);
     bool registered(int s, const Peer& a) const;
+    static const Piece* find_piece(const Reg& r, unsigned rkey);
+    static Piece* find_piece(Reg& r, unsigned rkey);
     void zc_received(int s, const Bytes& msg, const sdp_core_rx& rx);
     static std::string not_owed(const Side& d, unsigned mid);
     void answer_resize(int s);

@@ -1036,6 +1036,162 @@ TEST_F(Zcopy, AdvertisementsBackOffWhileTheyGoUnused)
     EXPECT_EQ(skipped(), 1u);
 }
 
+// A receive advertises its buffer in pieces, all sent together: the
+// source writes into each in turn, also into one that arrives while the
+// RdmaWrCompl of the write before is still due.
+TEST_F(Zcopy, SeveralSinkAvailsAreFilledInOrder)
+{
+    EXPECT_EQ(sdp_core_adv_room(B()), unsigned{SDP_CORE_MAX_ADVERTS});
+    const Bytes a1 = SinkAvail(B(), 8192, 0x71, 0x10000);
+    EXPECT_EQ(sdp_core_adv_room(B()), unsigned{SDP_CORE_MAX_ADVERTS} - 1);
+    const Bytes a2 = SinkAvail(B(), 8192, 0x72, 0x12000);
+    const Bytes a3 = SinkAvail(B(), 4096, 0x73, 0x14000);
+    EXPECT_EQ(St(B()).adv_count, 3u);
+    ASSERT_EQ(Deliver(A(), a1), 0);
+    sdp_core_zc zc{};
+    ASSERT_EQ(sdp_core_sink_take(A(), 100000, &zc), 1);
+    EXPECT_EQ(zc.len, 8192u);
+    EXPECT_EQ(zc.rkey, 0x71u);
+    EXPECT_EQ(sdp_core_sink_take(A(), 100000, &zc), 0) << "the RdmaWrCompl goes first";
+    ASSERT_EQ(Deliver(A(), a2), 0) << "the next piece, while the write's completion is due";
+    ASSERT_EQ(Deliver(A(), a3), 0);
+    EXPECT_EQ(St(A()).psink_count, 2u);
+    const Bytes w1 = Control(A(), SDP_MID_RDMA_WR_COMPL);
+    EXPECT_EQ(sdp_core_sink_len(A()), 8192u) << "a filled piece leaves the next usable";
+    ASSERT_EQ(sdp_core_sink_take(A(), 100000, &zc), 1);
+    EXPECT_EQ(zc.rkey, 0x72u);
+    EXPECT_EQ(zc.vaddr, 0x12000u);
+    const Bytes w2 = Control(A(), SDP_MID_RDMA_WR_COMPL);
+    ASSERT_EQ(sdp_core_sink_take(A(), 1000, &zc), 1);
+    EXPECT_EQ(zc.rkey, 0x73u);
+    EXPECT_EQ(zc.len, 1000u);
+    const Bytes w3 = Control(A(), SDP_MID_RDMA_WR_COMPL);
+    unsigned written = 0;
+    sdp_core_rx rx{};
+    ASSERT_EQ(Deliver(B(), w1, &rx), 0);
+    EXPECT_EQ(rx.zc_bytes, 8192u);
+    EXPECT_EQ(sdp_core_adv_end(B(), &written), SDP_ADV_PENDING);
+    EXPECT_EQ(written, 8192u);
+    EXPECT_EQ(sdp_core_adv_room(B()), 0u) << "no piece added once one was written";
+    ASSERT_EQ(Deliver(B(), w2), 0);
+    ASSERT_EQ(Deliver(B(), w3), 0);
+    EXPECT_EQ(sdp_core_adv_end(B(), &written), SDP_ADV_ENDED);
+    EXPECT_EQ(written, 8192u + 8192u + 1000u);
+    sdp_core_adv_release(B());
+    EXPECT_EQ(sdp_core_adv_end(B(), nullptr), SDP_ADV_NONE);
+    EXPECT_EQ(sdp_core_adv_room(B()), unsigned{SDP_CORE_MAX_ADVERTS});
+    // The sink's next receive knows of all three writes: usable.
+    ASSERT_EQ(Deliver(A(), SinkAvail(B(), 8192)), 0);
+    EXPECT_EQ(sdp_core_sink_len(A()), 8192u);
+}
+
+// A write that leaves room in its piece ends the pieces after it, on both
+// sides, also one still on its way to the source.
+TEST_F(Zcopy, APartialWriteEndsThePiecesAfterIt)
+{
+    const Bytes a1 = SinkAvail(B(), 8192);
+    const Bytes a2 = SinkAvail(B(), 8192);
+    const Bytes a3 = SinkAvail(B(), 8192);
+    ASSERT_EQ(Deliver(A(), a1), 0);
+    ASSERT_EQ(Deliver(A(), a2), 0);
+    sdp_core_zc zc{};
+    ASSERT_EQ(sdp_core_sink_take(A(), 5000, &zc), 1);
+    EXPECT_EQ(sdp_core_sink_len(A()), 0u) << "the next piece would leave a hole";
+    ASSERT_EQ(Deliver(A(), a3), 0);
+    EXPECT_EQ(sdp_core_sink_len(A()), 0u);
+    const Bytes w = Control(A(), SDP_MID_RDMA_WR_COMPL);
+    EXPECT_EQ(sdp_core_sink_take(A(), 5000, &zc), 0);
+    ASSERT_EQ(Deliver(B(), w), 0);
+    unsigned written = 0;
+    EXPECT_EQ(sdp_core_adv_end(B(), &written), SDP_ADV_ENDED);
+    EXPECT_EQ(written, 5000u);
+    EXPECT_EQ(St(B()).adv_state, unsigned{SDP_ZC_DONE});
+    sdp_core_adv_release(B());
+    // A fresh advertisement, made after the partial write arrived, is used.
+    ASSERT_EQ(Deliver(A(), SinkAvail(B(), 8192)), 0);
+    EXPECT_EQ(sdp_core_sink_len(A()), 8192u);
+}
+
+// Once a piece is not usable (our data crossed it), neither are the
+// pieces behind it: they would take the bytes meant for it.
+TEST_F(Zcopy, APieceAfterAnUnusableOneIsNotUsed)
+{
+    const Bytes data = Data(A(), 500); // in flight
+    const Bytes a1 = SinkAvail(B(), 8192);
+    const Bytes a2 = SinkAvail(B(), 8192);
+    ASSERT_EQ(Deliver(A(), a1), 0);
+    ASSERT_EQ(Deliver(A(), a2), 0);
+    EXPECT_EQ(St(A()).psink_count, 0u);
+    ASSERT_EQ(Deliver(B(), data), 0);
+    EXPECT_EQ(sdp_core_adv_end(B(), nullptr), SDP_ADV_ENDED) << "data ends every piece";
+}
+
+// A reader that has what it needs from the first piece takes the others
+// back with one cancel; a write the source already made into one of them
+// still counts.
+TEST_F(Zcopy, OneCancelTakesBackTheRemainingPieces)
+{
+    ASSERT_EQ(Deliver(A(), SinkAvail(B(), 8192)), 0);
+    ASSERT_EQ(Deliver(A(), SinkAvail(B(), 8192)), 0);
+    ASSERT_EQ(Deliver(A(), SinkAvail(B(), 8192)), 0);
+    sdp_core_zc zc{};
+    ASSERT_EQ(sdp_core_sink_take(A(), 8192, &zc), 1);
+    ASSERT_EQ(Deliver(B(), Control(A(), SDP_MID_RDMA_WR_COMPL)), 0);
+    unsigned written = 0;
+    EXPECT_EQ(sdp_core_adv_end(B(), &written), SDP_ADV_PENDING);
+    EXPECT_EQ(written, 8192u);
+    ASSERT_EQ(sdp_core_sink_take(A(), 8192, &zc), 1); // crosses the cancel
+    sdp_core_adv_cancel(B());
+    EXPECT_EQ(St(B()).adv_state, unsigned{SDP_ZC_CANCELLING});
+    ASSERT_EQ(Deliver(A(), Control(B(), SDP_MID_SINK_AVAIL_CANCEL)), 0);
+    EXPECT_EQ(sdp_core_sink_len(A()), 0u) << "the third piece is taken back";
+    ASSERT_EQ(Deliver(B(), Control(A(), SDP_MID_RDMA_WR_COMPL)), 0);
+    ASSERT_EQ(Deliver(B(), Control(A(), SDP_MID_SINK_CANCEL_ACK)), 0);
+    EXPECT_EQ(sdp_core_adv_end(B(), &written), SDP_ADV_ENDED);
+    EXPECT_EQ(written, 2u * 8192u);
+}
+
+// At most max_adverts pieces out: the sink adds no more, and a source
+// that receives more resets the connection.
+TEST_F(Zcopy, NoMoreSinkAvailsThanMaxAdverts)
+{
+    for (unsigned i = 0; i < SDP_CORE_MAX_ADVERTS; i++)
+        ASSERT_EQ(Deliver(A(), SinkAvail(B(), 4096)), 0) << i;
+    EXPECT_EQ(sdp_core_adv_room(B()), 0u);
+    Bytes m(SDP_SINK_AVAIL_SIZE);
+    const sdp_core_zc zc{4096, 1, 0x1000};
+    EXPECT_EQ(TxSinkAvail(B(), m.data(), SDP_SINK_AVAIL_SIZE, &zc, kPosted), -SDP_CORE_ESTATE);
+    // A rogue sink's fifth, built on a copy of B that believes it may.
+    sdp_core_conn rogue{};
+    sdp_core_conn peer{};
+    Handshake(&peer, &rogue, -1, -1);
+    for (unsigned i = 0; i < SDP_CORE_MAX_ADVERTS; i++)
+        ASSERT_EQ(Deliver(&peer, SinkAvail(&rogue, 4096)), 0) << i;
+    sdp_core_zc_status st{};
+    sdp_core_zc_query(&peer, &st);
+    ASSERT_EQ(st.psink_count, unsigned{SDP_CORE_MAX_ADVERTS});
+    Bytes fifth(SDP_SINK_AVAIL_SIZE, 0);
+    fifth[0] = SDP_MID_SINK_AVAIL;
+    fifth[3] = kPosted;
+    PutBe32(&fifth[4], SDP_SINK_AVAIL_SIZE);
+    PutBe32(&fifth[8], SDP_CORE_MAX_ADVERTS + 1);
+    PutBe32(&fifth[16], 4096);
+    PutBe32(&fifth[20], 0x42);
+    PutBe32(&fifth[28], 0x9000);
+    EXPECT_EQ(Deliver(&peer, fifth), -SDP_CORE_EPROTO);
+}
+
+// A peer that accepts one advertisement at a time gets one piece.
+TEST_F(Zcopy, OnePieceForAPeerOfOneAdvert)
+{
+    sdp_core_conn a{};
+    sdp_core_conn b{};
+    Handshake(&a, &b, 1, -1);
+    EXPECT_EQ(sdp_core_adv_room(&b), 1u);
+    SinkAvail(&b, 4096);
+    EXPECT_EQ(sdp_core_adv_room(&b), 0u);
+}
+
 TEST_F(Zcopy, SinkCancelIsAnsweredAfterTheWrite)
 {
     ASSERT_EQ(Deliver(A(), SinkAvail(B(), 8192)), 0);
