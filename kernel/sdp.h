@@ -1126,7 +1126,7 @@ int sdp_zc_held_settle(struct sock *sk, struct msghdr *msg, long *timeo,
 int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 		      int flags, size_t *copied);
 int sdp_zc_recv_advertise(struct sock *sk, struct msghdr *msg, size_t len,
-			  long *timeo, size_t *copied);
+			  size_t target, long *timeo, size_t *copied);
 void sdp_zc_rx_event(struct sock *sk, const struct sdp_core_rx *msg);
 void sdp_zc_wake(struct sock *sk);
 void sdp_zc_wake_waits(struct sock *sk);

@@ -1175,8 +1175,8 @@ int sdp_recvmsg(struct socket *sock, struct msghdr *msg, size_t len, int flags)
 		/* Nothing came: a large buffer is offered to the sender. */
 		if (!peek && !(flags & MSG_TRUNC) && thresh > 0 &&
 		    len - copied >= (size_t)thresh && ssk->res_ready) {
-			int r = sdp_zc_recv_advertise(sk, msg, len, &timeo,
-						      &copied);
+			int r = sdp_zc_recv_advertise(sk, msg, len, target,
+						      &timeo, &copied);
 
 			if (r) {
 				sdp_rx_waiting(ssk, -1);

@@ -1455,28 +1455,71 @@ static bool sdp_zc_adv_ended(struct sdp_sock *ssk)
 	return sdp_core_adv_end(&ssk->core, NULL) == SDP_ADV_ENDED;
 }
 
+/* The source wrote at least `need` bytes into our SinkAvails. */
+static bool sdp_zc_adv_holds(struct sdp_sock *ssk, size_t need)
+{
+	u32 written;
+
+	sdp_core_adv_end(&ssk->core, &written);
+	return written && written >= need;
+}
+
+/*
+ * Registrations for the pieces of an advertised buffer after the first:
+ * those of asynchronous sends that none holds now.  They stay mapped
+ * while the receive holds them, which keeps a sender from taking them
+ * (sdp_zc_tx_map()); one that finds none free sends that chunk by bcopy.
+ */
+static u32 sdp_zc_rx_maps(struct sdp_sock *ssk, struct sdp_zc_map **maps,
+			  u32 want)
+{
+	u32 n = 1, i, k;
+
+	maps[0] = &ssk->zcb->map[SDP_ZC_RX];
+	for (i = SDP_ZC_RX + 1; i < ssk->zc_nmaps && n < want; i++) {
+		struct sdp_zc_map *map = &ssk->zcb->map[i];
+		bool held = false;
+
+		if (map->mapped || map->npages || !map->pages)
+			continue;
+		for (k = 0; k < ssk->zc_async_n; k++)
+			held |= ssk->zcb->slot[(ssk->zc_async_head + k) %
+					       SDP_ZC_ASYNC_MAX].map == map;
+		if (!held)
+			maps[n++] = map;
+	}
+	return n;
+}
+
 /*
  * A blocking receive of a large buffer is about to sleep with nothing to
  * read: advertise the buffer (SinkAvail) so that a sender can RDMA-write
- * into it.  Waits like the receive would (timeout, signals) for the write
- * or for the advertisement to end otherwise (the sender sent bytes another
- * way; the peer closed).  Returns the bytes written into the buffer, 0 if
- * nothing was advertised or written (the caller waits or reads normally),
- * or a negative errno (a signal or the timeout with nothing written).
+ * into it.  A buffer larger than a registration (zcopy_chunk) goes out in
+ * consecutive pieces, a SinkAvail each, all at once, so that the sender
+ * writes into the next piece while our answer to the last is on its way;
+ * up to the peer's max_adverts and the registrations free.  Waits like the
+ * receive would (timeout, signals) for the writes or for the advertisement
+ * to end otherwise (the sender sent bytes another way; the peer closed).
+ * Once the writes hold `target` bytes, the pieces still unused are taken
+ * back (one SinkAvailCancel), as a receive returns over TCP once it has
+ * that much.  Returns the bytes written into the buffer, 0 if nothing was
+ * advertised or written (the caller waits or reads normally), or a
+ * negative errno (a signal or the timeout with nothing written).
  *
  * Receivers that keep getting their data by bcopy (small writers) stop
  * advertising for a while (sdp_core_adv_try()).
  */
 int sdp_zc_recv_advertise(struct sock *sk, struct msghdr *msg, size_t len,
-			  long *timeo, size_t *copied)
+			  size_t target, long *timeo, size_t *copied)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
-	struct sdp_zc_map *map;
-	struct sdp_core_zc zc;
-	struct ib_reg_wr reg;
-	struct sdp_buf *b;
-	int hdr, err = 0;
-	u32 written;
+	struct sdp_zc_map *maps[SDP_CORE_MAX_ADVERTS];
+	struct ib_reg_wr reg[SDP_CORE_MAX_ADVERTS];
+	u32 hdr[SDP_CORE_MAX_ADVERTS];
+	size_t chunk, left, at, need;
+	u32 n, built, i, written;
+	bool trimmed = false;
+	int err = 0;
 
 	sock_owned_by_me(sk);
 
@@ -1506,40 +1549,94 @@ again:
 			return 0;
 		goto again; /* the lock was dropped */
 	}
-	map = &ssk->zcb->map[SDP_ZC_RX];
-	if (sdp_mr_collect(ssk, map, &msg->msg_iter,
-			   min3(len - *copied, (size_t)READ_ONCE(sysctl_sdp_zcopy_chunk),
-				(size_t)SDP_ZC_MAX_LEN), true) < 0)
+	chunk = max(READ_ONCE(sysctl_sdp_zcopy_chunk), (int)PAGE_SIZE);
+	left = min_t(size_t, len - *copied, SDP_ZC_MAX_LEN);
+	need = target > *copied ? target - *copied : 1;
+	n = min3((u32)DIV_ROUND_UP(left, chunk), sdp_core_adv_room(&ssk->core),
+		 (u32)SDP_CORE_MAX_ADVERTS);
+	if (!n)
 		return 0;
-	if (sdp_mr_register(sk, map, &reg)) {
-		sdp_mr_release(sk, map, false);
-		return 0;
+	/* Two control buffers stay free for the answers and cancels. */
+	n = min_t(u32, n, max_t(int, 1, (int)ssk->ctl.count - 2 -
+				    (int)(ssk->ctl.post - ssk->ctl.done)));
+	n = sdp_zc_rx_maps(ssk, maps, n);
+	/*
+	 * Register the pieces, each from where the one before ended (a
+	 * piece may come out shorter than a chunk: the end of an iovec
+	 * segment, the registration's pages).
+	 */
+	for (i = 0, at = 0; i < n && at < left; i++) {
+		struct iov_iter it = msg->msg_iter;
+
+		iov_iter_advance(&it, at);
+		if (sdp_mr_collect(ssk, maps[i], &it, min(left - at, chunk),
+				   true) < 0)
+			break;
+		if (!maps[i]->len || sdp_mr_register(sk, maps[i], &reg[i])) {
+			sdp_mr_release(sk, maps[i], false);
+			break;
+		}
+		reg[i].access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
+		maps[i]->remote = true;
+		at += maps[i]->len;
 	}
-	reg.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
-	map->remote = true;
-	zc.len = map->len;
-	zc.rkey = ssk->zc_mr[map->which]->rkey;
-	zc.vaddr = ssk->zc_mr[map->which]->iova;
-	b = sdp_ring_buf(&ssk->ctl, ssk->ctl.post);
-	hdr = sdp_core_tx_sink_avail(&ssk->core, b->data, SDP_CTL_BUF_SIZE,
-				     &zc);
-	if (hdr < 0) {
-		sdp_mr_release(sk, map, true);
+	n = i;
+	/* Build their SinkAvails: as many as the core takes now. */
+	for (built = 0; built < n; built++) {
+		struct ib_mr *mr = ssk->zc_mr[maps[built]->which];
+		struct sdp_buf *b = sdp_ring_buf(&ssk->ctl,
+						 ssk->ctl.post + built);
+		struct sdp_core_zc zc = {
+			.len = maps[built]->len,
+			.rkey = mr->rkey,
+			.vaddr = mr->iova,
+		};
+		int h = sdp_core_tx_sink_avail(&ssk->core, b->data,
+					       SDP_CTL_BUF_SIZE, &zc);
+
+		if (h < 0)
+			break;
+		hdr[built] = h;
+	}
+	for (i = built; i < n; i++)
+		sdp_mr_release(sk, maps[i], true);
+	if (!built)
 		return 0;
+	/*
+	 * The registrations first, then the SinkAvails: a REG_MR behind a
+	 * send the transport may still retransmit could be executed again.
+	 */
+	for (i = 0; i < built; i++) {
+		reg[i].wr.next = i + 1 < built ? &reg[i + 1].wr : NULL;
+		maps[i]->reg_posted = true;
 	}
 	ssk->rx_busy = true;
-	map->reg_posted = true;
-	if (sdp_post_ctl(sk, &reg.wr, SDP_MID_SINK_AVAIL, hdr)) {
-		err = -EPIPE;
-		goto done;
+	for (i = 0; i < built; i++) {
+		if (sdp_post_ctl(sk, i ? NULL : &reg[0].wr,
+				 SDP_MID_SINK_AVAIL, hdr[i])) {
+			err = -EPIPE;
+			goto done;
+		}
+		if (!i) {
+			u32 k;
+
+			for (k = 0; k < built; k++)
+				maps[k]->wr_out++; /* its REG_MR */
+		}
+		ssk->stats.sink_avail_sent++;
 	}
-	map->wr_out++; /* the REG_MR */
-	ssk->stats.sink_avail_sent++;
 	for (;;) {
 		DEFINE_WAIT_FUNC(wait, woken_wake_function);
 
 		if (sdp_zc_adv_ended(ssk) || sdp_zc_dead(sk))
 			break;
+		if (!trimmed && sdp_zc_adv_holds(ssk, need)) {
+			/* Enough for this receive: the rest back. */
+			trimmed = true;
+			sdp_core_adv_cancel(&ssk->core);
+			sdp_push(sk, 0);
+			continue;
+		}
 		if (!*timeo || signal_pending(current) ||
 		    (sk->sk_shutdown & RCV_SHUTDOWN)) {
 			/* Take the buffer back; the source answers after
@@ -1559,11 +1656,13 @@ again:
 		add_wait_queue(sk_sleep(sk), &wait);
 		sk_wait_event(sk, timeo,
 			      sdp_zc_adv_ended(ssk) || sdp_zc_dead(sk) ||
-			      (READ_ONCE(sk->sk_shutdown) & RCV_SHUTDOWN), &wait);
+			      (READ_ONCE(sk->sk_shutdown) & RCV_SHUTDOWN) ||
+			      (!trimmed && sdp_zc_adv_holds(ssk, need)), &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
 	}
 done:
-	sdp_zc_finish(sk, map);
+	for (i = 0; i < built; i++)
+		sdp_zc_finish(sk, maps[i]);
 	sdp_core_adv_end(&ssk->core, &written);
 	sdp_core_adv_release(&ssk->core); /* a hit or a miss for adv_try */
 	ssk->rx_busy = false;

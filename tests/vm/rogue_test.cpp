@@ -634,6 +634,69 @@ TEST_F(Rogue, ControlWritesSinkAvailCorrectly)
     EXPECT_EQ(delta("conn_err_protocol"), 0u);
 }
 
+// A source that accepts two advertisements at once (Hello max_adverts 2)
+// gets a 512 KiB MSG_WAITALL receive, with zcopy_chunk at 256 KiB, as two
+// SinkAvails of 256 KiB and no third: it writes into them in the order
+// they came, each followed by its RdmaWrCompl, and the receive returns the
+// bytes in that order.
+TEST_F(Rogue, ControlWritesSinkAvailsInPiecesInOrder)
+{
+    const SysctlFor chunk("zcopy_chunk", "262144");
+    Options opt;
+    opt.max_adverts = 2;
+    RoguePeer r(opt);
+    ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
+    constexpr uint32_t kPiece = 256 * kKiB;
+    auto in = std::make_shared<std::vector<uint8_t>>(2 * kPiece);
+    KernelCall k = kernel_recv(in, MSG_WAITALL);
+    const auto a1 = r.wait_for(SDP_MID_SINK_AVAIL);
+    ASSERT_TRUE(a1) << r.describe();
+    const auto a2 = r.wait_for(SDP_MID_SINK_AVAIL);
+    ASSERT_TRUE(a2) << r.describe();
+    EXPECT_EQ(a1->zc_len, kPiece);
+    EXPECT_EQ(a2->zc_len, kPiece);
+    EXPECT_NE(a1->rkey, a2->rkey) << "a registration each";
+    expect_no_kernel_address(*a2, "SinkAvail");
+    auto out = pattern_buffer(2 * kPiece, 8);
+    ibv_mr* mr = r.register_memory(out->data(), out->size(), 0);
+    ASSERT_TRUE(mr) << r.error();
+    ASSERT_EQ(r.rdma_write(mr, out->data(), kPiece, a1->vaddr, a1->rkey), IBV_WC_SUCCESS);
+    ASSERT_TRUE(r.send_wr_compl(kPiece)) << r.error();
+    ASSERT_EQ(r.rdma_write(mr, out->data() + kPiece, kPiece, a2->vaddr, a2->rkey), IBV_WC_SUCCESS);
+    ASSERT_TRUE(r.send_wr_compl(kPiece)) << r.error();
+    const auto res = k.wait(10000);
+    ASSERT_TRUE(res) << r.describe();
+    EXPECT_EQ(res->ret, static_cast<ssize_t>(2 * kPiece)) << describe_call(res);
+    EXPECT_EQ(mismatch(in->data(), 2 * kPiece, 0, 8), -1);
+    EXPECT_EQ(r.rx_count(SDP_MID_SINK_AVAIL), 2u) << "more than the rogue's max_adverts";
+    expect_clean_rogue(r);
+    EXPECT_EQ(delta("zcopy_rx_bytes"), 2 * kPiece);
+    EXPECT_EQ(delta("tx_sink_avail"), 2u);
+    EXPECT_EQ(delta("conn_err_protocol"), 0u);
+}
+
+// Case 4 for SinkAvails: more of them unused at once than the kernel
+// accepts (its max_adverts) resets the connection.
+TEST_F(Rogue, MoreSinkAvailsThanAdvertisedResets)
+{
+    RoguePeer r;
+    ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
+    const unsigned max = r.peer_max_adverts();
+    ASSERT_GE(max, 2u);
+    std::vector<uint8_t> mem((max + 1) * 16 * kKiB);
+    ibv_mr* mr =
+        r.register_memory(mem.data(), mem.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    ASSERT_TRUE(mr) << r.error();
+    const uint64_t va = reinterpret_cast<uintptr_t>(mem.data());
+    for (unsigned i = 0; i <= max; i++)
+        ASSERT_TRUE(r.send_sink_avail(16 * kKiB, mr->rkey, va + i * 16 * kKiB)) << r.error();
+    expect_kernel_aborted(r);
+    expect_socket_reset(r, "recv() after one SinkAvail too many");
+    EXPECT_EQ(delta("conn_err_protocol"), 1u);
+    EXPECT_EQ(delta("zcopy_tx_bytes"), 0u);
+    expect_clean_rogue(r);
+}
+
 // ---- 1, 2, 3: the kernel is the source (SrcAvail) ----------------------------
 
 // The rogue gets the kernel's SrcAvail for a 256 KiB send.

@@ -772,6 +772,123 @@ TEST_F(ZeroCopy, SignalDuringHeldOffersReturnsWhatThePeerRead)
     EXPECT_EQ(delta("zcopy_fallback_no_reader"), 0u) << "given up before the signal";
 }
 
+// Page-aligned pattern bytes, so that each registration of a transfer
+// covers exactly zcopy_chunk bytes on both sides.
+class AlignedBuffer {
+  public:
+    explicit AlignedBuffer(size_t len)
+        : len_(len), p_(static_cast<unsigned char*>(aligned_alloc(4096, len)))
+    {
+    }
+    ~AlignedBuffer() { free(p_); }
+    AlignedBuffer(const AlignedBuffer&) = delete;
+    AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+    unsigned char* data() const { return p_; }
+    void fill_pattern(uint64_t at, uint64_t seed)
+    {
+        for (size_t i = 0; i < len_; i++)
+            p_[i] = pattern(at + i, seed);
+    }
+    // The first byte that differs from the pattern, or len.
+    size_t mismatch(size_t n, uint64_t at, uint64_t seed) const
+    {
+        for (size_t i = 0; i < n; i++) {
+            if (p_[i] != pattern(at + i, seed))
+                return i;
+        }
+        return n;
+    }
+
+  private:
+    size_t len_;
+    unsigned char* p_;
+};
+
+// A waiting receive larger than a registration advertises its buffer in
+// pieces, a SinkAvail each, all at once (up to the peer's max_adverts and
+// the registrations free): the sender writes into one piece after the
+// other, each without waiting for a new advertisement, and nothing goes
+// by RDMA Read or by copy.
+TEST_F(ZeroCopy, AWaitingReceiveAdvertisesItsBufferInPieces)
+{
+    const SysctlFor chunk("zcopy_chunk", "262144");
+    constexpr size_t kLen = kMiB; // four pieces of 256 KiB
+    const int c = p_.client.get();
+    const int s = p_.server.get();
+    AlignedBuffer out(kLen), in(kLen);
+    out.fill_pattern(0, 31);
+    const sdp_sock_stats rx0 = sock_stats(s);
+    const sdp_sock_stats tx0 = sock_stats(c);
+    ssize_t got = -1;
+    std::thread reader([&] { got = recv(s, in.data(), kLen, MSG_WAITALL); });
+    const bool advertised =
+        eventually([&] { return sock_stats(s).sink_avail_sent - rx0.sink_avail_sent >= 4; }, 10);
+    EXPECT_TRUE(advertised) << "SinkAvails sent: "
+                            << sock_stats(s).sink_avail_sent - rx0.sink_avail_sent;
+    EXPECT_EQ(send(c, out.data(), kLen, MSG_NOSIGNAL), static_cast<ssize_t>(kLen))
+        << strerror(errno);
+    reader.join();
+    ASSERT_EQ(got, static_cast<ssize_t>(kLen)) << strerror(errno);
+    EXPECT_EQ(in.mismatch(kLen, 0, 31), kLen);
+    const sdp_sock_stats rx1 = sock_stats(s);
+    const sdp_sock_stats tx1 = sock_stats(c);
+    EXPECT_EQ(rx1.sink_avail_sent - rx0.sink_avail_sent, 4u) << "one per piece";
+    EXPECT_EQ(tx1.rdma_writes - tx0.rdma_writes, 4u) << "each piece written";
+    EXPECT_EQ(tx1.src_avail_sent - tx0.src_avail_sent, 0u);
+    EXPECT_EQ(rx1.zc_rx_bytes - rx0.zc_rx_bytes, kLen);
+    EXPECT_EQ(delta("cpu_copy_bytes"), 0u);
+    EXPECT_EQ(delta("tx_sink_avail_cancel"), 0u);
+}
+
+// A receive without MSG_WAITALL returns once it has bytes, as over TCP:
+// when the first piece is filled and the sender has nothing more, the
+// pieces left are taken back with one cancel; a write that fills a piece
+// only in part ends the pieces after it without one.  The bytes that come
+// next arrive in order either way.
+TEST_F(ZeroCopy, AReceiveInPiecesReturnsWhatTheSenderSent)
+{
+    const SysctlFor chunk("zcopy_chunk", "262144");
+    constexpr size_t kLen = kMiB;
+    const int c = p_.client.get();
+    const int s = p_.server.get();
+    AlignedBuffer in(kLen);
+    uint64_t at = 0;
+    for (const size_t piece : {size_t{256} << 10, size_t{100} << 10}) {
+        SCOPED_TRACE(piece);
+        const sdp_sock_stats rx0 = sock_stats(s);
+        const auto cancels = delta("tx_sink_avail_cancel");
+        ssize_t got = -1;
+        std::thread reader([&] { got = recv(s, in.data(), kLen, 0); });
+        const bool advertised = eventually(
+            [&] { return sock_stats(s).sink_avail_sent - rx0.sink_avail_sent >= 4; }, 10);
+        EXPECT_TRUE(advertised);
+        AlignedBuffer out(piece);
+        out.fill_pattern(at, 32);
+        EXPECT_EQ(send(c, out.data(), piece, MSG_NOSIGNAL), static_cast<ssize_t>(piece))
+            << strerror(errno);
+        reader.join();
+        ASSERT_EQ(got, static_cast<ssize_t>(piece)) << strerror(errno);
+        EXPECT_EQ(in.mismatch(piece, at, 32), piece);
+        at += piece;
+        if (piece == (size_t{256} << 10))
+            EXPECT_EQ(delta("tx_sink_avail_cancel") - cancels, 1u) << "the rest taken back";
+        else
+            EXPECT_EQ(delta("tx_sink_avail_cancel") - cancels, 0u) << "ended by the write";
+        // What follows, by whichever path, lands after those bytes.
+        std::thread sender([&] { send_stream(c, 300 << 10, 300 << 10, 0); });
+        std::vector<unsigned char> next(300 << 10);
+        size_t off = 0;
+        while (off < next.size()) {
+            const ssize_t r = recv(s, next.data() + off, next.size() - off, 0);
+            ASSERT_GT(r, 0) << strerror(errno);
+            off += static_cast<size_t>(r);
+        }
+        sender.join();
+        for (size_t i = 0; i < next.size(); i++)
+            ASSERT_EQ(next[i], pattern(i, 0)) << "byte " << i;
+    }
+}
+
 // A blocked zero-copy receive (SinkAvail) interrupted by a signal returns
 // EINTR; the advertisement is cancelled and later data arrives normally.
 TEST_F(ZeroCopy, SignalCancelsABlockedReceive)
