@@ -749,12 +749,14 @@ int Connection::zc_rx(const wire::Message& msg, sdp_core_rx* out)
             sink_cancel_ack_due_ = true;
         return 0;
     case wire::Mid::kRdmaWrCompl: {
-        // It fills our pieces in order: the first not written yet.
+        // It fills our pieces in order: the first not written yet, and
+        // only after a full one (a piece left with room ended the rest,
+        // also those our cancel still holds).
         const u32 n = msg.rdma_compl_len;
         u32 i = 0;
         while (i < adv_count_ && adv_q_[i].written != 0)
             i++;
-        if (i == adv_count_ ||
+        if (i == adv_count_ || (i != 0 && adv_q_[i - 1].written != adv_q_[i - 1].len) ||
             (adv_q_[i].state != Zc::kActive && adv_q_[i].state != Zc::kCancelling) || n == 0 ||
             n > adv_q_[i].len || (state_ & SDP_CS_DISCONN_RCVD) != 0)
             return -SDP_CORE_EPROTO;

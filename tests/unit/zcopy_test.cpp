@@ -1112,6 +1112,27 @@ TEST_F(Zcopy, APartialWriteEndsThePiecesAfterIt)
     EXPECT_EQ(sdp_core_sink_len(A()), 8192u);
 }
 
+// After a write that left room in its piece, a completion for a later
+// piece is a protocol error, also while our cancel still holds the piece.
+TEST_F(Zcopy, NoWriteIntoAPieceAfterAPartialOne)
+{
+    ASSERT_EQ(Deliver(A(), SinkAvail(B(), 8192)), 0);
+    ASSERT_EQ(Deliver(A(), SinkAvail(B(), 8192)), 0);
+    sdp_core_adv_cancel(B());
+    sdp_core_zc zc{};
+    ASSERT_EQ(sdp_core_sink_take(A(), 100, &zc), 1);
+    ASSERT_EQ(Deliver(B(), Control(A(), SDP_MID_RDMA_WR_COMPL)), 0);
+    EXPECT_EQ(St(B()).adv_state, unsigned{SDP_ZC_CANCELLING});
+    // A rogue's RdmaWrCompl for the second piece.
+    unsigned char raw[SDP_RDMA_COMPL_SIZE] = {SDP_MID_RDMA_WR_COMPL, 0, 0, kPosted};
+    PutBe32(raw + 4, sizeof(raw));
+    PutBe32(raw + 8, 2);
+    PutBe32(raw + 12, 2);
+    PutBe32(raw + 16, 100);
+    sdp_core_rx rx{};
+    EXPECT_EQ(sdp_core_on_recv(B(), raw, sizeof(raw), &rx), -SDP_CORE_EPROTO);
+}
+
 // Once a piece is not usable (our data crossed it), neither are the
 // pieces behind it: they would take the bytes meant for it.
 TEST_F(Zcopy, APieceAfterAnUnusableOneIsNotUsed)
