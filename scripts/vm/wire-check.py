@@ -31,8 +31,11 @@ trustworthy, and checks what tshark's SDP dissector cannot:
              rules;
   zcopy      SrcAvail -> RDMA Read (rkey, address range, next unread byte)
              -> RdmaRdCompl (bytes read), SendSM; SinkAvail -> RDMA Write
-             -> RdmaWrCompl (bytes written); one advertisement of each kind
-             at a time; nothing overtakes an outstanding SrcAvail;
+             -> RdmaWrCompl (bytes written); one SrcAvail at a time, and
+             one receive's SinkAvails at a time (the pieces of one
+             buffer: the same mseq_ack, at most the source's
+             max_adverts, written in order, each after the one before
+             it was filled); nothing overtakes an outstanding SrcAvail;
   malformed  every frame tshark marks Malformed is either explained by a
              known dissector quirk (below; the bytes are checked here) or
              is a violation;
@@ -1240,13 +1243,26 @@ def check_sink_avail(sink, src):
                len(m.ext) >= 16]
     enders = lambda m: (m.mid == MID_DATA and m.length > BSDH) or m.mid in (
         MID_SRC_AVAIL, MID_DISCONN, MID_WR_COMPL, MID_SINK_CANCEL_ACK)
-    # One advertisement at a time: the previous one ended by a message of
-    # the source that the sink had received when it advertised again.
+    # One receive's advertisements at a time: the previous one ended by a
+    # message of the source that the sink had received when it advertised
+    # again, or the next piece of the same buffer (sent with it, nothing
+    # of the source's received between: the same mseq_ack), no more than
+    # the source accepts.
+    limit = getattr(src, "max_adverts", 1)
+    group = 1
     for a1, a2 in zip(adverts, adverts[1:]):
-        if not any(a1.m.ack < m.mseq <= a2.m.ack and enders(m)
-                   for m in src.msgs):
+        a2.prev = a1
+        if any(a1.m.ack < m.mseq <= a2.m.ack and enders(m) for m in src.msgs):
+            group = 1
+            continue
+        group += 1
+        if a2.m.ack != a1.m.ack or group > limit:
             V.add("zcopy", a2.m.first, "%s: SinkAvail mseq %d while SinkAvail "
-                  "mseq %d is outstanding" % (sink.name, a2.m.mseq, a1.m.mseq))
+                  "mseq %d is outstanding (%d of one receive, the peer "
+                  "accepts %d)" % (sink.name, a2.m.mseq, a1.m.mseq, group,
+                                   limit))
+        else:
+            a2.piece_of = a1
     for a in adverts:
         dis = latest(src.msgs, lambda m: m.mid == MID_DISCONN)
         if dis is not None and dis.mseq <= a.m.ack:
@@ -1254,6 +1270,7 @@ def check_sink_avail(sink, src):
                   "DisConn" % (sink.name, a.m.mseq))
     bounds = next_ack_bound(src.events)
     last_data = 0  # mseq of the source's last message carrying stream bytes
+    filled = None  # ... if that was the RdmaWrCompl filling a SinkAvail
     writes = []  # RDMA Writes not yet reported by an RdmaWrCompl
     for e in src.events:
         if isinstance(e, RdmaOp):
@@ -1271,9 +1288,18 @@ def check_sink_avail(sink, src):
                                                      a.m.mseq)
             if a.consumed:
                 V.add("zcopy", e.first, "%s after its RdmaWrCompl" % where)
-            if last_data > a.m.ack:
+            # The next piece of a buffer whose piece before it the source
+            # filled may be written although the sink advertised it
+            # before it knew.
+            piece_ok = filled is not None and \
+                getattr(a, "piece_of", None) is filled and a.done == 0
+            if last_data > a.m.ack and not piece_ok:
                 V.add("zcopy", e.first, "%s, advertised before the sink had "
                       "the stream bytes of mseq %d" % (where, last_data))
+            prev = getattr(a, "piece_of", None)
+            if prev is not None and prev.done != prev.len and a.done == 0:
+                V.add("zcopy", e.first, "%s before SinkAvail mseq %d, the "
+                      "piece before it, was filled" % (where, prev.m.mseq))
             if e.va != a.va + a.done:
                 V.add("zcopy", e.first, "%s: writes at 0x%x, the next free "
                       "byte is at 0x%x" % (where, e.va, a.va + a.done))
@@ -1297,14 +1323,17 @@ def check_sink_avail(sink, src):
                     V.add("zcopy", w.first, "%s: one RdmaWrCompl for writes "
                           "into two SinkAvails" % src.name)
                 w.offer.consumed = True
-            writes = []
             last_data = e.mseq
+            filled = writes[0].offer if writes and \
+                writes[0].offer.done == writes[0].offer.len else None
+            writes = []
         elif (e.mid == MID_DATA and e.length > BSDH) or e.mid == MID_SRC_AVAIL:
             if writes:
                 V.add("zcopy", e.first, "%s: %s before the RdmaWrCompl of the "
                       "RDMA Write in frame %d" % (src.name, e.desc(),
                                                   writes[0].first))
             last_data = e.mseq
+            filled = None
     src.zc_write = sum(a.done for a in adverts)
 
 
@@ -1406,6 +1435,12 @@ def assign_packets(conns, pkts):
         s2c.hello_frame, c2s.hello_frame = c.req.num, c.rep.num
         c2s.peer_caps = c.hello_ack["caps"] if c.hello_ack else 0
         s2c.peer_caps = c.hello["caps"] if c.hello else 0
+        # The advertisements each direction's sender accepts outstanding
+        # (its Hello max_adverts, its HelloAck ext_max_adverts; 0 there
+        # means 1).
+        c2s.max_adverts = c.hello["max_adverts"] if c.hello else 1
+        s2c.max_adverts = max(c.hello_ack["ext_max_adverts"], 1) \
+            if c.hello_ack else 1
     index = defaultdict(list)
     for c in conns:
         for d in c.dirs.values():

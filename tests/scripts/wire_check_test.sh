@@ -148,6 +148,14 @@ synthetic write-va 1 "the next free byte is at 0x10000" wrva=0x10008
 synthetic write-stale 1 "advertised before the sink had the stream bytes of mseq 2" \
 	data_before_write=1
 synthetic sink-twice 1 "SinkAvail mseq 2 while SinkAvail mseq 1 is outstanding" sink_twice=1
+# Two SinkAvails of one receive (pieces), for a source that accepts two:
+# filled in order; more than it accepts, or a piece after one left with
+# room, is a violation.
+synthetic pieces 0 "RDMA Read 3000, RDMA Write 6144" pieces=1 adverts=2
+synthetic pieces-limit 1 "SinkAvail mseq 2 while SinkAvail mseq 1 is outstanding (2 of one receive, the peer accepts 1)" \
+	pieces=1
+synthetic pieces-hole 1 "before SinkAvail mseq 1, the piece before it, was filled" \
+	pieces=1 adverts=2 partial=1
 synthetic read-compl-over 1 "reports 3001 bytes of SrcAvail mseq 3, RDMA Read moved 3000" \
 	rdcompl=3001
 synthetic read-compl-short 1 "DisConn mseq 4 while its SrcAvail mseq 3 is outstanding" rdcompl=2999

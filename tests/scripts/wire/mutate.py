@@ -25,7 +25,7 @@ wire-check.py does (a bad ICRC is a violation of its own).  The UDP
 checksum of RoCEv2 is 0 (not used) and no length changes.
 
 KNOBs of synth (see synth()): wrcompl wrrkey wrva rdcompl data_before_write
-sink_twice rnr reorder.
+sink_twice rnr reorder pieces partial adverts.
 """
 
 import struct
@@ -226,9 +226,9 @@ def gid(a):
     return b"\0" * 10 + b"\xff\xff" + ip4(a)
 
 
-def cm_exchange():
+def cm_exchange(max_adverts=1):
     hello = bsdh(0x00, 8, 32, 0, 0) + struct.pack(
-        ">BBBBIIHH", 0x22, 0x40, 0, 1, 65536, 65536, CLIENT_PORT, 0)
+        ">BBBBIIHH", 0x22, 0x40, 0, max_adverts, 65536, 65536, CLIENT_PORT, 0)
     ipcm = struct.pack(">BBH", 0, 0x40, CLIENT_PORT) + b"\0" * 12 + \
         ip4(CLIENT) + b"\0" * 12 + ip4(SERVER)
     req = bytearray(232)
@@ -261,12 +261,16 @@ class Side:
 def synth(argv):
     """A client writes 2048 bytes into the server's SinkAvail (RdmaWrCompl),
     then offers 3000 bytes that the server reads (RdmaRdCompl); both send
-    DisConn.  The knobs break one rule each (or, reorder, none)."""
+    DisConn.  The knobs break one rule each (or, reorder, none).  With
+    pieces, the server advertises its buffer as two SinkAvails of one
+    receive and the client fills the first (partial: half of it) and
+    writes 2048 bytes into the second; adverts is the client's Hello
+    max_adverts."""
     out, knobs = argv[0], dict(a.split("=") for a in argv[1:])
     k = {n: int(v, 0) for n, v in knobs.items()}
     c, s = Side(CLIENT, SERVER), Side(SERVER, CLIENT)
     c.other, s.other = s, c
-    frames = cm_exchange()
+    frames = cm_exchange(k.get("adverts", 1))
 
     def send(side, mid, ext=b"", payload=b""):
         side.mseq += 1
@@ -304,12 +308,20 @@ def synth(argv):
     send(c, 0xFF, payload=b"hello, server" * 7)
     ack(s, 0x20 | 0x0E if k.get("rnr") else 0x1F)
     send(s, 0xFD, struct.pack(">IIQI", 4096, 0x1234, 0x10000, 0))
-    if k.get("sink_twice"):
+    if k.get("sink_twice") or k.get("pieces"):
         send(s, 0xFD, struct.pack(">IIQI", 4096, 0x1235, 0x20000, 0))
     if k.get("data_before_write"):
         send(c, 0xFF, payload=b"x" * 100)
+    if k.get("pieces"):
+        first = 2048 if k.get("partial") else 4096
+        write(c, 0x10000, 0x1234, b"\xa5" * first)
+        send(c, 0x05, struct.pack(">I", first))
     first_write = len(frames)
-    write(c, k.get("wrva", 0x10000), k.get("wrrkey", 0x1234), b"\xa5" * 2048)
+    if k.get("pieces"):
+        write(c, 0x20000, 0x1235, b"\xa5" * 2048)
+    else:
+        write(c, k.get("wrva", 0x10000), k.get("wrrkey", 0x1234),
+              b"\xa5" * 2048)
     send(c, 0x05, struct.pack(">I", k.get("wrcompl", 2048)))
     if k.get("reorder"):
         # The link reorders the write's two packets and repeats the first.
