@@ -236,7 +236,7 @@ def zcopy_table(data, sizes, lines):
     lines.append("  copies/B: bytes the CPU copied in SDP (cpu_copy_bytes, both ends) per byte"
                  " received; bcopy copies each byte twice.")
     lines.append("  read 1, write 1: perftest with one operation in flight (-t 1, -o 1 for reads),"
-                 " as SDP keeps one offer per connection.")
+                 " as a blocking send() of one registration has.")
     lines.append("")
 
 
