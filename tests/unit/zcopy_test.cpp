@@ -151,6 +151,14 @@ class Zcopy : public ::testing::Test {
         return m;
     }
     static Bytes RawControl(unsigned mseq, int mid) { return RawMessage(mseq, mid, SDP_BSDH_SIZE); }
+    // A rogue RdmaRdCompl or RdmaWrCompl of n bytes, acknowledging mseq_ack.
+    static Bytes RawCompl(int mid, unsigned mseq, unsigned mseq_ack, unsigned n)
+    {
+        Bytes m = RawMessage(mseq, mid, SDP_RDMA_COMPL_SIZE);
+        PutBe32(m.data() + 12, mseq_ack);
+        PutBe32(m.data() + 16, n);
+        return m;
+    }
     static Bytes RawData(unsigned mseq, unsigned payload)
     {
         return RawMessage(mseq, SDP_MID_DATA, SDP_BSDH_SIZE + payload);
@@ -669,13 +677,7 @@ TEST_F(Zcopy, QueuedSrcAvailsEndInStreamOrder)
     // More than is left unread is a lie.
     ASSERT_EQ(Deliver(B(), SrcAvail(A(), 100, 5, 0x50000)), 0);
     sdp_core_conn copy = *A();
-    unsigned char raw[SDP_RDMA_COMPL_SIZE] = {SDP_MID_RDMA_RD_COMPL, 0, 0, kPosted};
-    PutBe32(raw + 4, sizeof(raw));
-    PutBe32(raw + 8, 3);
-    PutBe32(raw + 12, 5);
-    PutBe32(raw + 16, 101);
-    sdp_core_rx rx{};
-    EXPECT_EQ(sdp_core_on_recv(&copy, raw, sizeof(raw), &rx), -SDP_CORE_EPROTO);
+    EXPECT_EQ(Deliver(&copy, RawCompl(SDP_MID_RDMA_RD_COMPL, 3, 5, 101)), -SDP_CORE_EPROTO);
 }
 
 // A SendSM about the first offer cancels every offer (their bytes follow
@@ -780,13 +782,7 @@ TEST_F(Zcopy, SendSmEndsTheSrcAvailAndTheRestGoesByBcopy)
     ASSERT_EQ(Deliver(B(), Data(A(), 1000)), 0) << "the rest by bcopy";
     // A RdmaRdCompl after SendSM is a lie (B sent RdmaRdCompl and two
     // SendSMs; A sent SrcAvail, SrcAvailCancel and Data).
-    unsigned char raw[SDP_RDMA_COMPL_SIZE] = {SDP_MID_RDMA_RD_COMPL, 0, 0, kPosted};
-    PutBe32(raw + 4, sizeof(raw));
-    PutBe32(raw + 8, 4);
-    PutBe32(raw + 12, 3);
-    PutBe32(raw + 16, 1);
-    sdp_core_rx rx{};
-    EXPECT_EQ(sdp_core_on_recv(A(), raw, sizeof(raw), &rx), -SDP_CORE_EPROTO);
+    EXPECT_EQ(Deliver(A(), RawCompl(SDP_MID_RDMA_RD_COMPL, 4, 3, 1)), -SDP_CORE_EPROTO);
 }
 
 TEST_F(Zcopy, CancelIsAnsweredAfterTheReadInProgress)
@@ -922,16 +918,9 @@ TEST_F(Zcopy, RdmaRdComplBeyondTheOfferAbortsTheConnection)
 {
     const Bytes sa = SrcAvail(A(), 1000);
     (void)sa;
-    unsigned char raw[SDP_RDMA_COMPL_SIZE] = {SDP_MID_RDMA_RD_COMPL, 0, 0, kPosted};
-    PutBe32(raw + 4, sizeof(raw));
-    PutBe32(raw + 8, 1);
-    PutBe32(raw + 12, 1);
-    PutBe32(raw + 16, 1001);
-    sdp_core_rx rx{};
     sdp_core_conn copy = *A();
-    EXPECT_EQ(sdp_core_on_recv(A(), raw, sizeof(raw), &rx), -SDP_CORE_EPROTO);
-    PutBe32(raw + 16, 0);
-    EXPECT_EQ(sdp_core_on_recv(&copy, raw, sizeof(raw), &rx), -SDP_CORE_EPROTO);
+    EXPECT_EQ(Deliver(A(), RawCompl(SDP_MID_RDMA_RD_COMPL, 1, 1, 1001)), -SDP_CORE_EPROTO);
+    EXPECT_EQ(Deliver(&copy, RawCompl(SDP_MID_RDMA_RD_COMPL, 1, 1, 0)), -SDP_CORE_EPROTO);
 }
 
 // ---- SinkAvail + RDMA Write -------------------------------------------------------
@@ -963,12 +952,7 @@ TEST_F(Zcopy, SinkAvailIsWrittenOnce)
     sdp_core_adv_release(B());
     EXPECT_EQ(St(B()).adv_state, unsigned{SDP_ZC_IDLE});
     // A second RdmaWrCompl has no advertisement to go to.
-    unsigned char raw[SDP_RDMA_COMPL_SIZE] = {SDP_MID_RDMA_WR_COMPL, 0, 0, kPosted};
-    PutBe32(raw + 4, sizeof(raw));
-    PutBe32(raw + 8, 2);
-    PutBe32(raw + 12, 1);
-    PutBe32(raw + 16, 10);
-    EXPECT_EQ(sdp_core_on_recv(B(), raw, sizeof(raw), &rx), -SDP_CORE_EPROTO);
+    EXPECT_EQ(Deliver(B(), RawCompl(SDP_MID_RDMA_WR_COMPL, 2, 1, 10)), -SDP_CORE_EPROTO);
 }
 
 TEST_F(Zcopy, AnAdvertisementMadeBeforeOurDataArrivedIsNotUsed)
@@ -1124,13 +1108,7 @@ TEST_F(Zcopy, NoWriteIntoAPieceAfterAPartialOne)
     ASSERT_EQ(Deliver(B(), Control(A(), SDP_MID_RDMA_WR_COMPL)), 0);
     EXPECT_EQ(St(B()).adv_state, unsigned{SDP_ZC_CANCELLING});
     // A rogue's RdmaWrCompl for the second piece.
-    unsigned char raw[SDP_RDMA_COMPL_SIZE] = {SDP_MID_RDMA_WR_COMPL, 0, 0, kPosted};
-    PutBe32(raw + 4, sizeof(raw));
-    PutBe32(raw + 8, 2);
-    PutBe32(raw + 12, 2);
-    PutBe32(raw + 16, 100);
-    sdp_core_rx rx{};
-    EXPECT_EQ(sdp_core_on_recv(B(), raw, sizeof(raw), &rx), -SDP_CORE_EPROTO);
+    EXPECT_EQ(Deliver(B(), RawCompl(SDP_MID_RDMA_WR_COMPL, 2, 2, 100)), -SDP_CORE_EPROTO);
 }
 
 // Once a piece is not usable (our data crossed it), neither are the
