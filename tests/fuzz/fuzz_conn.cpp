@@ -835,8 +835,7 @@ void Harness::raw_build(int s)
     // sdp_push() sends it.)
     const bool refuse = mid == SDP_MID_SRC_AVAIL || mid == SDP_MID_SINK_AVAIL ||
                         mid == SDP_MID_HELLO || mid == SDP_MID_HELLO_ACK ||
-                        mid == SDP_MID_MODE_CHANGE ||
-                        (mid != SDP_MID_DATA && payload != 0) ||
+                        mid == SDP_MID_MODE_CHANGE || (mid != SDP_MID_DATA && payload != 0) ||
                         payload > sdp_core_seg_max(&d.conn) || sdp_core_tx_credits(&d.conn) == 0 ||
                         (mid == SDP_MID_DISCONN && (d.state & SDP_CS_DISCONN_SENT) != 0);
     const int rc = build(s, mid, payload, flags);
