@@ -20,7 +20,7 @@
 # NIC, qemu filter-dump, whole frames), and shared/, the directory
 # both guests see read-write at the same path to rendezvous in.  With -w,
 # scripts/vm/wire-check.py decodes link.pcap afterwards (report in
-# wire-check.txt, --expect-zcopy) and the run fails on a violation.
+# wire-check.txt, --expect-zcopy --expect-offers 2) and the run fails on a violation.
 #
 # Requests from the guests to the host (a file shared/request.NAME, answered
 # by shared/request.NAME.done):
@@ -191,7 +191,7 @@ for role in a b; do
 	fi
 done
 if [ $wire = 1 ]; then
-	if python3 "$here/wire-check.py" "$out/link.pcap" --expect-zcopy > "$out/wire-check.txt" 2>&1; then
+	if python3 "$here/wire-check.py" "$out/link.pcap" --expect-zcopy --expect-offers 2 > "$out/wire-check.txt" 2>&1; then
 		echo "[  PASSED  ] wire check: $(grep -c '^connection ' "$out/wire-check.txt") connections in link.pcap decoded by tshark and checked"
 	else
 		echo "[  FAILED  ] wire check of $out/link.pcap:" >&2

@@ -3,6 +3,7 @@
 """Check the SDP traffic in a link capture against the wire protocol.
 
     wire-check.py CAPTURE [--report FILE] [--expect-zcopy]
+                  [--expect-offers N]
 
 CAPTURE is a pcap of an Ethernet link carrying SDP over RoCEv2 (UDP 4791),
 as qemu's filter-dump writes it (scripts/vm/run-pair.sh, tests/vm/pair/
@@ -31,11 +32,14 @@ trustworthy, and checks what tshark's SDP dissector cannot:
              rules;
   zcopy      SrcAvail -> RDMA Read (rkey, address range, next unread byte)
              -> RdmaRdCompl (bytes read), SendSM; SinkAvail -> RDMA Write
-             -> RdmaWrCompl (bytes written); one SrcAvail at a time, and
-             one receive's SinkAvails at a time (the pieces of one
-             buffer: the same mseq_ack, at most the source's
-             max_adverts, written in order, each after the one before
-             it was filled); nothing overtakes an outstanding SrcAvail;
+             -> RdmaWrCompl (bytes written); at most the sink's
+             max_adverts SrcAvails outstanding, read in order (one
+             RdmaRdCompl may report several; a SendSM gives up all, and
+             one that crossed it is never read), and one receive's
+             SinkAvails at a time (the pieces of one buffer: the same
+             mseq_ack, at most the source's max_adverts, written in
+             order, each after the one before it was filled); nothing
+             but control messages overtakes an outstanding SrcAvail;
   malformed  every frame tshark marks Malformed is either explained by a
              known dissector quirk (below; the bytes are checked here) or
              is a violation;
@@ -43,7 +47,8 @@ trustworthy, and checks what tshark's SDP dissector cannot:
 
 Exit status: 0 all checks passed, 1 a violation (listed), 2 usage or
 tshark error.  --expect-zcopy also fails a capture in which no connection
-moved a byte by RDMA Read or Write.  --report FILE writes the summary and
+moved a byte by RDMA Read or Write, --expect-offers N one in which no
+connection had N SrcAvails outstanding at once.  --report FILE writes the summary and
 every violation (stdout lists at most 20 per check).
 
 Only python3 and tshark (Wireshark 4.0 was used to write this) are needed.
@@ -1151,9 +1156,11 @@ class Offer:
 
 
 def check_src_avail(src, sink):
-    """SrcAvail from `src`, RDMA Read and RdmaRdCompl/SendSM from `sink`."""
+    """SrcAvails from `src` (up to the sink's max_adverts outstanding, read
+    in order), RDMA Reads and RdmaRdCompl/SendSM from `sink`."""
     offers = [Offer(m) for m in src.msgs if m.mid == MID_SRC_AVAIL and
               len(m.ext) >= 16]
+    limit = getattr(sink, "max_adverts", 1)
     bounds = next_ack_bound(sink.events)
     for e in sink.events:
         if isinstance(e, RdmaOp):
@@ -1173,6 +1180,21 @@ def check_src_avail(src, sink):
                 V.add("zcopy", e.first, "%s after the sink's SendSM" % where)
             elif o.closed_by is not None:
                 V.add("zcopy", e.first, "%s after it was read in full" % where)
+            # Offers are read in stream order: each earlier one still open
+            # read to its end, none given up by a SendSM the source had
+            # not seen when it offered this one (the source cancels such
+            # offers; they are never read).
+            for p in offers:
+                if p is o or p.m.mseq > o.m.mseq:
+                    continue
+                if p.gave_up and p.closed_by > o.m.ack:
+                    V.add("zcopy", e.first, "%s, offered across the sink's "
+                          "SendSM mseq %d" % (where, p.closed_by))
+                    break
+                if p.closed_by is None and p.done < p.len:
+                    V.add("zcopy", e.first, "%s before SrcAvail mseq %d, the "
+                          "offer before it, was read" % (where, p.m.mseq))
+                    break
             if e.va != o.va + o.done:
                 V.add("zcopy", e.first, "%s: reads at 0x%x, the next unread "
                       "byte is at 0x%x" % (where, e.va, o.va + o.done))
@@ -1183,57 +1205,77 @@ def check_src_avail(src, sink):
             continue
         if e.mid not in (MID_RD_COMPL, MID_SEND_SM):
             continue
-        # The offer the sink talks about: the latest it had received.
-        o = latest(offers, lambda o: o.m.mseq <= e.ack)
+        # The offers the sink talks about: those it had received, oldest
+        # first, not yet ended.
+        opens = [o for o in offers if o.closed_by is None and
+                 o.m.mseq <= e.ack]
         if e.mid == MID_SEND_SM:
-            if o is None or o.closed_by is not None:
-                continue  # answers a cancel of an offer already ended
-            if o.reported != o.done:
-                V.add("zcopy", e.first, "%s: SendSM before reporting all "
-                      "bytes read of SrcAvail mseq %d (read %d, reported %d)"
-                      % (sink.name, o.m.mseq, o.done, o.reported))
-            o.gave_up = True
-            o.closed_by = e.mseq
+            # Gives up every open offer (their bytes follow the first's
+            # rest); one answering a cancel may find none open.
+            for o in opens:
+                if o.reported != o.done:
+                    V.add("zcopy", e.first, "%s: SendSM before reporting all "
+                          "bytes read of SrcAvail mseq %d (read %d, reported "
+                          "%d)" % (sink.name, o.m.mseq, o.done, o.reported))
+                o.gave_up = True
+                o.closed_by = e.mseq
             continue
         n = ext_u32(e, 0) if len(e.ext) >= 4 else 0
         where = "%s: %s (%d bytes)" % (sink.name, e.desc(), n)
-        if o is None or (o.closed_by is not None and not o.gave_up):
-            V.add("zcopy", e.first, "%s without an outstanding SrcAvail"
-                  % where)
+        if not opens:
+            o = latest(offers, lambda o: o.m.mseq <= e.ack)
+            if o is not None and o.gave_up:
+                V.add("zcopy", e.first, "%s after its SendSM gave SrcAvail "
+                      "mseq %d up" % (where, o.m.mseq))
+            else:
+                V.add("zcopy", e.first, "%s without an outstanding SrcAvail"
+                      % where)
             continue
-        if o.gave_up:
-            V.add("zcopy", e.first, "%s after its SendSM gave SrcAvail mseq "
-                  "%d up" % (where, o.m.mseq))
-            continue
-        if o.reported + n > o.done:
-            V.add("zcopy", e.first, "%s: reports %d bytes of SrcAvail mseq %d, "
-                  "RDMA Read moved %d" % (where, o.reported + n, o.m.mseq,
-                                          o.done))
-        o.reported += n
-        if o.reported >= o.len:
-            o.closed_by = e.mseq
-    # The source: nothing overtakes the bytes of its outstanding SrcAvail.
+        # One RdmaRdCompl may report the bytes of several offers: the
+        # source applies them in order, the last one taking the rest.
+        left = n
+        for o in opens:
+            take = left if o is opens[-1] else min(left, o.len - o.reported)
+            if take == 0:
+                break
+            if o.reported + take > o.done:
+                V.add("zcopy", e.first, "%s: reports %d bytes of SrcAvail "
+                      "mseq %d, RDMA Read moved %d" % (
+                          where, o.reported + take, o.m.mseq, o.done))
+            o.reported += take
+            left -= take
+            if o.reported >= o.len:
+                o.closed_by = e.mseq
+    # The source: nothing overtakes the bytes of its outstanding SrcAvails,
+    # and no more of them than the sink accepts.
     bounds = next_ack_bound(src.events)
+    src.most_offers = 0
     for e in src.events:
         if isinstance(e, Msg):
             blocked = (e.mid == MID_DATA and e.length > BSDH) or \
                 e.mid in (MID_SRC_AVAIL, MID_DISCONN)
             known = e.ack
-            mseq = e.mseq
         else:
             blocked = e.kind == "Write"
             known = bounds.get(id(e))
-            mseq = None
         if not blocked:
             continue
-        # The source's latest SrcAvail before this message or Write (both
-        # in its own stream, so PSN order is sending order).
-        o = latest(offers, lambda o: o.m.psn < e.psn)
-        if o is None:
-            continue
-        if o.closed_by is None or (known is not None and o.closed_by > known):
+        # The source's SrcAvails before this message or Write (both in its
+        # own stream, so PSN order is sending order) that it did not know
+        # ended.
+        out = [o for o in offers if o.m.psn < e.psn and
+               (o.closed_by is None or
+                (known is not None and o.closed_by > known))]
+        if isinstance(e, Msg) and e.mid == MID_SRC_AVAIL:
+            src.most_offers = max(src.most_offers, len(out) + 1)
+            if len(out) >= limit:
+                V.add("zcopy", e.first, "%s: SrcAvail mseq %d while SrcAvail "
+                      "mseq %d is outstanding (%d at once, the peer accepts "
+                      "%d)" % (src.name, e.mseq, out[-1].m.mseq,
+                               len(out) + 1, limit))
+        elif out:
             V.add("zcopy", e.first, "%s: %s while its SrcAvail mseq %d is "
-                  "outstanding" % (src.name, e.desc(), o.m.mseq))
+                  "outstanding" % (src.name, e.desc(), out[-1].m.mseq))
     src.zc_read = sum(o.done for o in offers)
 
 
@@ -1250,6 +1292,7 @@ def check_sink_avail(sink, src):
     # the source accepts.
     limit = getattr(src, "max_adverts", 1)
     group = 1
+    sink.most_pieces = 1 if adverts else 0
     for a1, a2 in zip(adverts, adverts[1:]):
         a2.prev = a1
         if any(a1.m.ack < m.mseq <= a2.m.ack and enders(m) for m in src.msgs):
@@ -1263,6 +1306,7 @@ def check_sink_avail(sink, src):
                                    limit))
         else:
             a2.piece_of = a1
+            sink.most_pieces = max(sink.most_pieces, group)
     for a in adverts:
         dis = latest(src.msgs, lambda m: m.mid == MID_DISCONN)
         if dis is not None and dis.mseq <= a.m.ack:
@@ -1548,12 +1592,13 @@ def fmt_counts(counter):
         or "none"
 
 
-def summarize(capture, nframes, conns, quirks, expect_zcopy):
+def summarize(capture, nframes, conns, quirks, expect_zcopy,
+              expect_offers=0):
     out = []
     w = out.append
     w("wire-check: %s: %d RoCEv2 frames, %d SDP connection(s)"
       % (capture, nframes, len(conns)))
-    zc_total = 0
+    zc_total = most_offers = 0
     for c in conns:
         w("")
         w("connection %d: %s, IPv%d, QP 0x%x -> 0x%x, MTU %d" % (
@@ -1593,6 +1638,17 @@ def summarize(capture, nframes, conns, quirks, expect_zcopy):
                   "; NAKs: " + fmt_counts(d.naks) if d.naks else "",
                   "; %d cut off at the end" % d.incomplete
                   if d.incomplete else ""))
+            most = getattr(d, "most_offers", 0)
+            pieces = getattr(d, "most_pieces", 0)
+            most_offers = max(most_offers, most)
+            at_once = (["up to %d SrcAvail(s) outstanding" % most] if most
+                       else []) + (["up to %d SinkAvail(s) of one receive"
+                                    % pieces] if pieces else [])
+            if at_once:
+                w("    at once: " + ", ".join(at_once))
+    if most_offers < expect_offers:
+        V.add("zcopy", 0, "--expect-offers %d: no connection had more than %d "
+              "SrcAvail(s) outstanding at once" % (expect_offers, most_offers))
     if expect_zcopy and zc_total == 0:
         V.add("zcopy", 0, "--expect-zcopy: no connection moved a byte by RDMA "
               "Read or Write")
@@ -1617,6 +1673,9 @@ def main():
                     help="write the summary and every violation to FILE")
     ap.add_argument("--expect-zcopy", action="store_true",
                     help="fail unless some connection used RDMA Read/Write")
+    ap.add_argument("--expect-offers", metavar="N", type=int, default=0,
+                    help="fail unless some connection had N SrcAvails "
+                    "outstanding at once")
     ap.add_argument("--dump", action="store_true",
                     help="list every SDP message and RDMA operation")
     args = ap.parse_args()
@@ -1672,7 +1731,7 @@ def main():
         print("\n".join(dump(conns)))
         print()
     lines = summarize(args.capture, len(frames), conns, quirks,
-                      args.expect_zcopy)
+                      args.expect_zcopy, args.expect_offers)
     by_check = V.by_check()
     full = list(lines)
     short = list(lines)

@@ -159,6 +159,27 @@ synthetic pieces-hole 1 "before SinkAvail mseq 1, the piece before it, was fille
 synthetic read-compl-over 1 "reports 3001 bytes of SrcAvail mseq 3, RDMA Read moved 3000" \
 	rdcompl=3001
 synthetic read-compl-short 1 "DisConn mseq 4 while its SrcAvail mseq 3 is outstanding" rdcompl=2999
+# Two SrcAvails at once, for a sink that accepts two: read in order, one
+# RdmaRdCompl for both, or the second given up (SendSM, cancel, its bytes
+# as Data).  More than the sink accepts, a read out of order, after the
+# SendSM or of an offer that crossed it, or a completion for more than
+# was read are violations.
+synthetic offers 0 "up to 2 SrcAvail(s) outstanding" offers=2 sink_adverts=2
+synthetic offers-bytes 0 "RDMA Read 6000, RDMA Write 2048" offers=2 sink_adverts=2
+run offers-expected 0 "wire-check: PASS" "$work/offers-bytes.pcap" --expect-offers 2
+run offers-not-expected 1 "--expect-offers 2: no connection had more than 1" \
+	"$work/synth.pcap" --expect-offers 2
+synthetic offers-sendsm 0 "RDMA Read 3000, RDMA Write 2048" offers=2 sink_adverts=2 sendsm=1
+synthetic offers-limit 1 "SrcAvail mseq 4 while SrcAvail mseq 3 is outstanding (2 at once, the peer accepts 1)" \
+	offers=2
+synthetic offers-order 1 "of SrcAvail mseq 4 before SrcAvail mseq 3, the offer before it, was read" \
+	offers=2 sink_adverts=2 order=1
+synthetic offers-read-after 1 "of SrcAvail mseq 4 after the sink's SendSM" \
+	offers=2 sink_adverts=2 sendsm=1 read_after=1
+synthetic offers-cross 1 "of SrcAvail mseq 4, offered across the sink's SendSM mseq 3" \
+	offers=2 sink_adverts=2 cross=1
+synthetic offers-compl 1 "reports 3001 bytes of SrcAvail mseq 4, RDMA Read moved 3000" \
+	offers=2 sink_adverts=2 rdcompl=6001
 
 echo "wire-check: $cases cases, $failures failures"
 [ "$failures" = 0 ]

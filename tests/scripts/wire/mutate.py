@@ -226,7 +226,7 @@ def gid(a):
     return b"\0" * 10 + b"\xff\xff" + ip4(a)
 
 
-def cm_exchange(max_adverts=1):
+def cm_exchange(max_adverts=1, ext_max_adverts=0):
     hello = bsdh(0x00, 8, 32, 0, 0) + struct.pack(
         ">BBBBIIHH", 0x22, 0x40, 0, max_adverts, 65536, 65536, CLIENT_PORT, 0)
     ipcm = struct.pack(">BBH", 0, 0x40, CLIENT_PORT) + b"\0" * 12 + \
@@ -238,7 +238,8 @@ def cm_exchange(max_adverts=1):
     req[50] = 3 << 4  # path MTU 1024
     req[56:72], req[72:88] = gid(CLIENT), gid(SERVER)
     req[140:140 + 36 + 32] = ipcm + hello
-    ack = bsdh(0x01, 8, 24, 0, 0) + struct.pack(">BBBBI", 0x22, 0, 0, 0, 65536)
+    ack = bsdh(0x01, 8, 24, 0, 0) + struct.pack(">BBBBI", 0x22, 0, 0, ext_max_adverts,
+                                         65536)
     rep = bytearray(232)
     struct.pack_into(">II", rep, 0, 0xBEEF, 0xC0FFEE)
     rep[12:15] = QPN[SERVER].to_bytes(3, "big")
@@ -265,17 +266,25 @@ def synth(argv):
     pieces, the server advertises its buffer as two SinkAvails of one
     receive and the client fills the first (partial: half of it) and
     writes 2048 bytes into the second; adverts is the client's Hello
-    max_adverts."""
+    max_adverts.  With offers=2 the client offers two SrcAvails at once
+    (sink_adverts is the server's HelloAck ext_max_adverts) and the server
+    reads both (order: the second first) and reports them with one
+    RdmaRdCompl; sendsm: it reads the first, gives the second up (SendSM,
+    the client's SrcAvailCancel, the SendSM answering it) and the client
+    sends those bytes as Data (read_after: the server reads the second
+    anyway); cross: the second offer crosses the server's SendSM and is
+    read."""
     out, knobs = argv[0], dict(a.split("=") for a in argv[1:])
     k = {n: int(v, 0) for n, v in knobs.items()}
     c, s = Side(CLIENT, SERVER), Side(SERVER, CLIENT)
     c.other, s.other = s, c
-    frames = cm_exchange(k.get("adverts", 1))
+    frames = cm_exchange(k.get("adverts", 1), k.get("sink_adverts", 0))
 
-    def send(side, mid, ext=b"", payload=b""):
+    def send(side, mid, ext=b"", payload=b"", ack=None):
         side.mseq += 1
         length = 16 + len(ext) + len(payload)
-        msg = bsdh(mid, 8, length, side.mseq, side.other.mseq) + ext + payload
+        msg = bsdh(mid, 8, length, side.mseq,
+                   side.other.mseq if ack is None else ack) + ext + payload
         frames.append(packet(side.me, side.peer, 4, side.psn, payload=msg))
         side.psn += 1
 
@@ -329,9 +338,33 @@ def synth(argv):
             frames[first_write + 1], frames[first_write]
         frames.append(frames[first_write + 1])
     send(s, 0xFF)  # credit update
-    send(c, 0xFE, struct.pack(">IIQ", 3000, 0x5678, 0x30000))
-    read(s, 0x30000, 0x5678, 3000)
-    send(s, 0x06, struct.pack(">I", k.get("rdcompl", 3000)))
+    if k.get("offers", 1) == 1:
+        send(c, 0xFE, struct.pack(">IIQ", 3000, 0x5678, 0x30000))
+        read(s, 0x30000, 0x5678, 3000)
+        send(s, 0x06, struct.pack(">I", k.get("rdcompl", 3000)))
+    elif k.get("cross"):
+        send(c, 0xFE, struct.pack(">IIQ", 3000, 0x5678, 0x30000))
+        send(s, 0x04)  # SendSM: gives the first offer up
+        send(c, 0xFE, struct.pack(">IIQ", 3000, 0x5679, 0x40000),
+             ack=s.mseq - 1)
+        read(s, 0x40000, 0x5679, 3000)
+    else:
+        send(c, 0xFE, struct.pack(">IIQ", 3000, 0x5678, 0x30000))
+        send(c, 0xFE, struct.pack(">IIQ", 3000, 0x5679, 0x40000))
+        if k.get("sendsm"):
+            read(s, 0x30000, 0x5678, 3000)
+            send(s, 0x06, struct.pack(">I", 3000))
+            send(s, 0x04)  # SendSM: the second offer's bytes by bcopy
+            send(c, 0x08)  # SrcAvailCancel
+            send(s, 0x04)  # answers it
+            if k.get("read_after"):
+                read(s, 0x40000, 0x5679, 3000)
+            send(c, 0xFF, payload=b"\x5a" * 3000)
+        else:
+            reads = [(0x30000, 0x5678), (0x40000, 0x5679)]
+            for va, rkey in reads[::-1] if k.get("order") else reads:
+                read(s, va, rkey, 3000)
+            send(s, 0x06, struct.pack(">I", k.get("rdcompl", 6000)))
     send(c, 0x02)
     send(s, 0x02)
     write_pcap(out, struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 2048, 1),
