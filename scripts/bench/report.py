@@ -196,6 +196,38 @@ def zc_api_table(data, sizes, lines):
     lines.append("")
 
 
+def rr_table(data, sizes, lines):
+    """Request/response at the zero-copy sizes: SDP's ping-pong next to an
+    RDMA Write ping-pong."""
+    get = lambda tool, fam, metric, s: data.get((tool, fam, metric), {}).get(s)
+    if not any(get("sdp-bench", f, "rr_p50", s) is not None
+               for f in ("sdp", "sdp-bcopy") for s in sizes):
+        return
+    lines.append("Request/response at the zero-copy sizes: ping-pong round trip p50, ms (best run)")
+    lines.append(f"  {'size':>8}{'raw write':>11}{'write 1':>11}{'SDP':>11}{'SDP bcopy':>11}"
+                 f"{'SDP/raw':>10}{'SDP/write 1':>13}{'SDP/bcopy':>11}{'RDMA W/R':>11}{'copies/B':>10}")
+    for s in sizes:
+        raw = get("ib_write_lat", "verbs", "rr_p50", s)
+        # Both messages of a round trip at the one-in-flight RDMA Write rate.
+        bw1 = get("ib_write_bw", "verbs-1", "throughput", s)
+        one = 2 * s / bw1 if bw1 else None  # us: bytes / (10^6 B/s) x 10^6
+        sdp = get("sdp-bench", "sdp", "rr_p50", s)
+        bcopy = get("sdp-bench", "sdp-bcopy", "rr_p50", s)
+        ms = lambda v: None if v is None else v / 1000
+        writes = get("sdp-bench", "sdp", "rr_zcopy_rdma_writes", s)
+        reads = get("sdp-bench", "sdp", "rr_zcopy_rdma_reads", s)
+        wr = "n/a" if writes is None or reads is None else f"{writes:.0f}/{reads:.0f}"
+        lines.append(f"  {size_text(s):>8}{fmt(ms(raw)):>11}{fmt(ms(one)):>11}{fmt(ms(sdp)):>11}"
+                     f"{fmt(ms(bcopy)):>11}{fmt(ratio(sdp, raw)):>10}{fmt(ratio(sdp, one)):>13}"
+                     f"{fmt(ratio(sdp, bcopy)):>11}{wr:>11}"
+                     f"{fmt(get('sdp-bench', 'sdp', 'rr_copies_per_byte', s), 4):>10}")
+    lines.append("  raw write: ib_write_lat -R (an RDMA Write ping-pong; both processes busy-poll, which")
+    lines.append("  competes with Soft-RoCE for the guest's CPUs); write 1: two messages at the rate of")
+    lines.append("  ib_write_bw -t 1 (one write in flight); RDMA W/R: SDP's RDMA Writes (into a waiting")
+    lines.append("  receiver's SinkAvails) and Reads (of SrcAvails) in the whole run.")
+    lines.append("")
+
+
 def pin_table(data, lines):
     """Preparing a user buffer for RDMA: sdp.ko's way and ib_umem_get()'s."""
     sdp = data.get(("pin", "sdp", "ns_per_buffer"), {})
@@ -442,6 +474,7 @@ def main():
     if zc_sizes:
         zcopy_table(data, zc_sizes, lines)
         zc_api_table(data, zc_sizes, lines)
+        rr_table(data, zc_sizes, lines)
         pin_table(data, lines)
     apps_table(data, lines)
     setup_table(data, lines)

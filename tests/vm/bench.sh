@@ -14,7 +14,9 @@
 #   SDP         sdp-bench --family sdp, after insmod sdp.ko, with the module's
 #               default zero-copy threshold (net.sdp.zcopy_thresh: sizes at
 #               or above it go by zero copy); for the zero-copy sizes also
-#               "SDP bcopy" (--zcopy-thresh 0 on both ends: every byte copied).
+#               "SDP bcopy" (--zcopy-thresh 0 on both ends: every byte copied),
+#               and a request/response ping-pong of each next to
+#               ib_write_lat -R.
 #               When SDP cannot run (yet) its points are recorded as n/a with
 #               the error and the bench goes on.
 #   setup       sdp-connrate: --conns connections opened one after another and
@@ -54,7 +56,9 @@
 #              SDP at the default threshold, sdp-bcopy SDP with zero copy off;
 #              per SDP run also copies_per_byte, zcopy_fraction (sent by zero
 #              copy / moved), zcopy_rdma_reads, zcopy_rdma_writes,
-#              zcopy_fallbacks (pingpong_* for ping-pong runs), and once
+#              zcopy_fallbacks (pingpong_* for ping-pong runs, rr_* for
+#              the request/response runs; their round trips are rr_p50
+#              and rr_p99, beside ib_write_lat's), and once
 #              zcopy_thresh (size 0)
 #   notes.txt  what failed and why, one line each ("zcopy: ..." when zero
 #              copy did not happen where expected, or happened when off)
@@ -274,6 +278,33 @@ ib_lat() { # SIZE TAG
 	fi
 }
 
+# Request/response at the zero-copy sizes: a ping-pong of SDP (zero copy and
+# bcopy) next to ib_write_lat (an RDMA Write ping-pong: one transfer in
+# flight, as here).  Each side is in recv() before the other's message is
+# sent, but its receive busy-polls before it advertises its buffer
+# (net.sdp.recv_poll_us), so whether a transfer goes by RDMA Write into
+# that SinkAvail or by the sender's SrcAvail depends on which comes first;
+# the counters say.  By count: a 4 MiB round trip takes a few hundred ms.
+rr_iters() {
+	if [ "$1" -le 262144 ]; then echo 40; else echo 12; fi
+}
+ib_write_rr() { # SIZE
+	local s=$1 name=ib_write_lat-$1 n p50='' p99=''
+	n=$(rr_iters "$s")
+	if count_pkts perftest pair "$name" "ib_write_lat -R -F -d rxe0 -s $s -n $n" \
+		"ib_write_lat -R -F -d rxe1 -s $s -n $n $server_addr" 120; then
+		read -r p50 p99 < <(awk -v s="$s" '$1 == s && NF >= 9 { printf "%.2f %.2f", 2 * $5, 2 * $8 }' \
+			"$logs/$name.client.log")
+	fi
+	if [ -n "$p50" ]; then
+		row ib_write_lat verbs rr_p50 "$s" "$p50" us
+		row ib_write_lat verbs rr_p99 "$s" "$p99" us
+	else
+		row ib_write_lat verbs rr_p50 "$s" n/a us
+		ref_failed "ib_write_lat $s B failed: $(why "$logs/$name.client.log")"
+	fi
+}
+
 # --- rsockets: rstream --------------------------------------------------------
 # rstream sends -C transfers one way, then back; usec/xfer is per one-way
 # transfer, so bytes/usec is MB/s one way, and a 1-transfer exchange is
@@ -379,6 +410,7 @@ sdp_copies() {
 	read -r copies frac reads writes fb < <(sdp_counts "$out.sdpstats.before" "$out.sdpstats.after" "$moved")
 	[ -n "$copies" ] || return 0
 	[ "$mode" = pingpong ] && pre=pingpong_
+	[ "$mode" = rr ] && pre=rr_
 	row sdp-bench "$series" "${pre}copies_per_byte" "$s" "$copies" copies/B
 	row sdp-bench "$series" "${pre}zcopy_fraction" "$s" "$frac" fraction
 	row sdp-bench "$series" "${pre}zcopy_rdma_reads" "$s" "$reads" count
@@ -399,11 +431,12 @@ sdp_copies() {
 	fi
 }
 
-# sb SERIES MODE SIZE TAG: one client run.  After a failure, the same
+# sb SERIES MODE SIZE TAG: one client run (MODE stream, pingpong, or rr: a
+# ping-pong by count, rr_iters).  After a failure, the same
 # series and mode are not tried again (a broken SDP would cost a timeout
 # per point) and their points are n/a.
 sb() {
-	local series=$1 mode=$2 s=$3 tag=$4 line err moved
+	local series=$1 mode=$2 s=$3 tag=$4 line err moved csvmode=$2
 	local fam=${sb_fam[$series]}
 	local out=$logs/sdp-bench-$series-$mode-$s$tag
 	if [ -n "${sb_dead[$series]:-}" ] || [ -n "${sb_dead[$series-$mode]:-}" ]; then
@@ -411,12 +444,16 @@ sb() {
 	else
 		local args=(--duration "$duration")
 		[ "$mode" = pingpong ] && args=(--mode pingpong --duration "$pp_duration")
+		if [ "$mode" = rr ]; then
+			csvmode=pingpong
+			args=(--mode pingpong --iterations "$(rr_iters "$s")" --warmup 2)
+		fi
 		[ "$fam" = sdp ] && [ -r $stats ] && cat $stats > "$out.sdpstats.before"
 		# shellcheck disable=SC2086
 		if count_pkts "sdp-bench-$series" timeout -k 2 $((duration + pp_duration + 60)) "$bench" client \
 			--family "$fam" --addr "$server_addr" --port "${sb_port[$series]}" --sizes "$s" \
 			${sb_opts[$series]} "${args[@]}" --csv > "$out.csv" 2> "$out.err"; then
-			line=$(grep "^$fam,$mode,$s," "$out.csv")
+			line=$(grep "^$fam,$csvmode,$s," "$out.csv")
 		else
 			line=
 			err=$(why "$out.err")
@@ -437,17 +474,21 @@ sb() {
 		else
 			row sdp-bench "$series" throughput "$s" n/a MB/s
 		fi
-	elif [ -n "$line" ]; then
-		row sdp-bench "$series" rtt_p50 "$s" "$(cut -d, -f6 <<< "$line")" us
-		row sdp-bench "$series" rtt_p99 "$s" "$(cut -d, -f7 <<< "$line")" us
 	else
-		row sdp-bench "$series" rtt_p50 "$s" n/a us
+		local metric=rtt
+		[ "$mode" = rr ] && metric=rr
+		if [ -n "$line" ]; then
+			row sdp-bench "$series" ${metric}_p50 "$s" "$(cut -d, -f6 <<< "$line")" us
+			row sdp-bench "$series" ${metric}_p99 "$s" "$(cut -d, -f7 <<< "$line")" us
+		else
+			row sdp-bench "$series" ${metric}_p50 "$s" n/a us
+		fi
 	fi
 	if [ "$fam" = sdp ] && [ -n "$line" ]; then
 		# The bytes the application moved: one way for a stream, both
 		# ways for a ping-pong (the CSV counts what the server received).
 		moved=$(cut -d, -f8 <<< "$line")
-		[ "$mode" = pingpong ] && moved=$((2 * moved))
+		[ "$mode" = stream ] || moved=$((2 * moved))
 		sdp_copies "$series" "$mode" "$s" "$out" "$moved"
 	fi
 }
@@ -578,6 +619,11 @@ for s in "${all_sizes[@]}"; do
 		sb sdp-bcopy stream "$s" ""
 		sb sdp-msgzc stream "$s" ""
 		sb sdp-uringzc stream "$s" ""
+	fi
+	if [ $zc = 1 ]; then
+		ib_write_rr "$s"
+		sb sdp rr "$s" ""
+		sb sdp-bcopy rr "$s" ""
 	fi
 	if [ $main = 1 ]; then
 		ib_lat "$s" ""
