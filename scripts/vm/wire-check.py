@@ -40,6 +40,10 @@ trustworthy, and checks what tshark's SDP dissector cannot:
              mseq_ack, at most the source's max_adverts, written in
              order, each after the one before it was filled); nothing
              but control messages overtakes an outstanding SrcAvail;
+             a SrcAvailCancel is answered with SendSM, and no stream
+             bytes go before the answer; a SinkAvailCancel is answered
+             with SinkCancelAck (unless the source sent DisConn), which
+             answers nothing else, and no SinkAvail goes before it;
   malformed  every frame tshark marks Malformed is either explained by a
              known dissector quirk (below; the bytes are checked here) or
              is a violation;
@@ -1381,6 +1385,67 @@ def check_sink_avail(sink, src):
     src.zc_write = sum(a.done for a in adverts)
 
 
+def check_cancels(src, sink):
+    """`src`'s SrcAvailCancels, answered by `sink`'s SendSM, and `sink`'s
+    SinkAvailCancels, answered by `src`'s SinkCancelAck."""
+    # A SrcAvailCancel is answered with SendSM (after the RdmaRdCompl of a
+    # read in progress); the source sends no stream bytes before it has
+    # that answer.
+    bounds = next_ack_bound(src.events)
+    send_sms = [m for m in sink.msgs if m.mid == MID_SEND_SM]
+    for c in (m for m in src.msgs if m.mid == MID_SRC_CANCEL):
+        if not any(m.mid == MID_SRC_AVAIL and m.psn < c.psn
+                   for m in src.msgs):
+            V.add("zcopy", c.first, "%s: %s without a SrcAvail before it"
+                  % (src.name, c.desc()))
+            continue
+        answer = next((m for m in send_sms if m.ack >= c.mseq), None)
+        if answer is None:
+            if any(m.ack >= c.mseq for m in sink.msgs):
+                V.add("zcopy", c.first, "%s: %s never answered with SendSM"
+                      % (src.name, c.desc()))
+            continue
+        for e in src.events:
+            if e.psn <= c.psn:
+                continue
+            if isinstance(e, Msg):
+                carries = (e.mid == MID_DATA and e.length > BSDH) or \
+                    e.mid == MID_SRC_AVAIL
+                known = e.ack
+            else:
+                carries = e.kind == "Write"
+                known = bounds.get(id(e))
+            if known is not None and known >= answer.mseq:
+                break
+            if carries:
+                V.add("zcopy", e.first, "%s: %s before the SendSM answering "
+                      "its %s" % (src.name, e.desc(), c.desc()))
+                break
+    # A SinkAvailCancel is answered with SinkCancelAck (after the
+    # RdmaWrCompl of a write in progress), unless the source sent DisConn;
+    # the sink advertises again only once it has the answer.
+    cancels = [m for m in sink.msgs if m.mid == MID_SINK_CANCEL]
+    acks = [m for m in src.msgs if m.mid == MID_SINK_CANCEL_ACK]
+    for i, a in enumerate(acks):
+        if i >= len(cancels) or a.ack < cancels[i].mseq:
+            V.add("zcopy", a.first, "%s: %s answers no SinkAvailCancel"
+                  % (src.name, a.desc()))
+            break
+    src_dis = any(m.mid == MID_DISCONN for m in src.msgs)
+    for i, c in enumerate(cancels):
+        answer = acks[i] if i < len(acks) else None
+        if answer is None:
+            if not src_dis and any(m.ack >= c.mseq for m in src.msgs):
+                V.add("zcopy", c.first, "%s: %s never answered with "
+                      "SinkCancelAck" % (sink.name, c.desc()))
+            continue
+        nxt = next((m for m in sink.msgs if m.mid == MID_SINK_AVAIL and
+                    m.psn > c.psn), None)
+        if nxt is not None and nxt.ack < answer.mseq:
+            V.add("zcopy", nxt.first, "%s: %s before the SinkCancelAck "
+                  "answering its %s" % (sink.name, nxt.desc(), c.desc()))
+
+
 # --------------------------------------------------------------------------
 # tshark's view: Malformed frames and the decoders' agreement
 
@@ -1552,6 +1617,8 @@ def check_conn(c):
     check_src_avail(s2c, c2s)
     check_sink_avail(s2c, c2s)
     check_sink_avail(c2s, s2c)
+    check_cancels(c2s, s2c)
+    check_cancels(s2c, c2s)
 
 
 def event_text(e):

@@ -180,6 +180,19 @@ synthetic offers-cross 1 "of SrcAvail mseq 4, offered across the sink's SendSM m
 	offers=2 sink_adverts=2 cross=1
 synthetic offers-compl 1 "reports 3001 bytes of SrcAvail mseq 4, RDMA Read moved 3000" \
 	offers=2 sink_adverts=2 rdcompl=6001
+# Cancels: a SrcAvailCancel is answered with SendSM and no stream bytes
+# go before that answer (also after a SendSM that gave the offer up); a
+# SinkAvailCancel is answered with SinkCancelAck, which answers nothing
+# else, and the sink advertises again only after it.
+synthetic src-cancel 0 "wire-check: PASS" cancel=1
+synthetic src-cancel-data 1 "Data mseq 5 before the SendSM answering its SrcAvailCancel mseq 4" cancel=2
+synthetic src-cancel-unanswered 1 "SrcAvailCancel mseq 4 never answered with SendSM" cancel=3
+synthetic src-cancel-after-sendsm 1 "Data mseq 5 before the SendSM answering its SrcAvailCancel mseq 4" \
+	cancel=4
+synthetic sink-cancel 0 "wire-check: PASS" sink_cancel=1
+synthetic sink-cancel-readvertise 1 "SinkAvail mseq 5 before the SinkCancelAck answering its SinkAvailCancel mseq 4" \
+	sink_cancel=2
+synthetic sink-cancel-ack-unasked 1 "SinkCancelAck mseq 3 answers no SinkAvailCancel" sink_cancel=3
 
 echo "wire-check: $cases cases, $failures failures"
 [ "$failures" = 0 ]

@@ -273,7 +273,14 @@ def synth(argv):
     the client's SrcAvailCancel, the SendSM answering it) and the client
     sends those bytes as Data (read_after: the server reads the second
     anyway); cross: the second offer crosses the server's SendSM and is
-    read."""
+    read.  cancel: the client cancels its offer (SrcAvailCancel), the
+    server answers (SendSM) and the client sends the bytes as Data (1),
+    or sends them first (2), or the server never answers (3); after
+    the server's SendSM, the client cancels and sends the bytes before
+    the answer (4).
+    sink_cancel: the server advertises again and cancels, the client
+    answers (SinkCancelAck) (1); the server advertises before the answer
+    (2); the client answers a cancel never sent (3)."""
     out, knobs = argv[0], dict(a.split("=") for a in argv[1:])
     k = {n: int(v, 0) for n, v in knobs.items()}
     c, s = Side(CLIENT, SERVER), Side(SERVER, CLIENT)
@@ -338,7 +345,27 @@ def synth(argv):
             frames[first_write + 1], frames[first_write]
         frames.append(frames[first_write + 1])
     send(s, 0xFF)  # credit update
-    if k.get("offers", 1) == 1:
+    sink_cancel = k.get("sink_cancel", 0)
+    if sink_cancel:
+        send(s, 0xFD, struct.pack(">IIQI", 4096, 0x1236, 0x50000, 0))
+        if sink_cancel != 3:
+            send(s, 0x09)  # SinkAvailCancel
+        if sink_cancel == 2:
+            send(s, 0xFD, struct.pack(">IIQI", 4096, 0x1237, 0x60000, 0))
+        send(c, 0x0A)  # SinkCancelAck
+    if k.get("cancel"):
+        send(c, 0xFE, struct.pack(">IIQ", 3000, 0x5678, 0x30000))
+        if k["cancel"] == 4:
+            send(s, 0x04)  # SendSM: gives the offer up
+        send(c, 0x08)  # SrcAvailCancel
+        if k["cancel"] == 4:
+            send(c, 0xFF, payload=b"\x5a" * 3000)
+        if k["cancel"] == 2:
+            send(c, 0xFF, payload=b"\x5a" * 3000)
+        send(s, 0xFF if k["cancel"] == 3 else 0x04)  # the answer, or not
+        if k["cancel"] not in (2, 4):
+            send(c, 0xFF, payload=b"\x5a" * 3000)
+    elif k.get("offers", 1) == 1:
         send(c, 0xFE, struct.pack(">IIQ", 3000, 0x5678, 0x30000))
         read(s, 0x30000, 0x5678, 3000)
         send(s, 0x06, struct.pack(">I", k.get("rdcompl", 3000)))
