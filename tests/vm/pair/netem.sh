@@ -16,6 +16,21 @@ impairments=(
 	"duplicate 5%"
 	"delay 20ms"
 )
+# Soft-RoCE's completer in 6.12 (not in 6.1, whose check_psn() ignores such
+# an ACK; kernels between are taken as 6.12's) takes an ACK older than the
+# RDMA Read it is receiving for the end of a message (check_psn() passes it
+# on, and an ACK ends a message: comp.opcode becomes -1); the read's next
+# response, a Middle, then moves the QP to the error state with a WARNING
+# (rxe_comp.c, COMPST_ERROR with a successful status).  Reordering delivers
+# exactly such stale ACKs behind read responses, so any RDMA Read under
+# reordering can fail there, whatever the consumer does
+# (Documentation/reliability.md).  That run is skipped on such kernels, and
+# said so; its bcopy run (no RDMA Read) still runs.
+rxe_stale_ack_kills_reads() {
+	local v=${kver%%-*}
+	v=${v%%+*}
+	[ "$(printf '%s\n6.2\n' "$v" | sort -V | head -n 1)" = 6.2 ]
+}
 i=0
 for imp in "${impairments[@]}"; do
 	i=$((i + 1))
@@ -31,6 +46,11 @@ for imp in "${impairments[@]}"; do
 		for run in inet sdp sdp-bcopy; do
 			n=$((n + 1))
 			port=$((7200 + i * 4 + n + (rep - 1) * 40))
+			if [ $run = sdp ] && [[ $imp == *reorder* ]] && rxe_stale_ack_kills_reads; then
+				[ "$PAIR_ME" = a ] ||
+					echo "[ SKIPPED  ] netem: $(printf '%-28s %-9s' "$imp" $run) Soft-RoCE on $kver resets a QP whose RDMA Read meets a stale ACK (Documentation/reliability.md)"
+				continue
+			fi
 			fam=${run%-bcopy} thresh=-1
 			[ $run = sdp-bcopy ] && thresh=0
 			if [ "$PAIR_ME" = a ]; then
