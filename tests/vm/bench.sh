@@ -260,22 +260,25 @@ perftest_bw() {
 		perftest_failed "$tool${opts:+ $opts}" "$s" "$logs/$name.client.log"
 	fi
 }
-# ib_send_lat reports half round trips: doubled to round trips.
-ib_lat() { # SIZE TAG
-	local s=$1 name=ib_send_lat-$1$2 n p50='' p99=''
-	n=$(lat_iters "$s")
-	if count_pkts perftest pair "$name" "ib_send_lat -R -F -d rxe0 -s $s -n $n" \
-		"ib_send_lat -R -F -d rxe1 -s $s -n $n $server_addr" 60; then
+# perftest_lat TOOL SIZE ITERS METRIC NAME LIMIT: one ib_*_lat point.  perftest
+# reports half round trips: doubled to round trips, rows METRIC_p50 and _p99.
+perftest_lat() {
+	local tool=$1 s=$2 n=$3 metric=$4 name=$5 limit=$6 p50='' p99=''
+	if count_pkts perftest pair "$name" "$tool -R -F -d rxe0 -s $s -n $n" \
+		"$tool -R -F -d rxe1 -s $s -n $n $server_addr" "$limit"; then
 		read -r p50 p99 < <(awk -v s="$s" '$1 == s && NF >= 9 { printf "%.2f %.2f", 2 * $5, 2 * $8 }' \
 			"$logs/$name.client.log")
 	fi
 	if [ -n "$p50" ]; then
-		row ib_send_lat verbs rtt_p50 "$s" "$p50" us
-		row ib_send_lat verbs rtt_p99 "$s" "$p99" us
+		row "$tool" verbs "${metric}_p50" "$s" "$p50" us
+		row "$tool" verbs "${metric}_p99" "$s" "$p99" us
 	else
-		row ib_send_lat verbs rtt_p50 "$s" n/a us
-		ref_failed "ib_send_lat $s B failed: $(why "$logs/$name.client.log")"
+		row "$tool" verbs "${metric}_p50" "$s" n/a us
+		ref_failed "$tool $s B failed: $(why "$logs/$name.client.log")"
 	fi
+}
+ib_lat() { # SIZE TAG
+	perftest_lat ib_send_lat "$1" "$(lat_iters "$1")" rtt "ib_send_lat-$1$2" 60
 }
 
 # Request/response at the zero-copy sizes: a ping-pong of SDP (zero copy and
@@ -289,20 +292,7 @@ rr_iters() {
 	if [ "$1" -le 262144 ]; then echo 40; else echo 12; fi
 }
 ib_write_rr() { # SIZE
-	local s=$1 name=ib_write_lat-$1 n p50='' p99=''
-	n=$(rr_iters "$s")
-	if count_pkts perftest pair "$name" "ib_write_lat -R -F -d rxe0 -s $s -n $n" \
-		"ib_write_lat -R -F -d rxe1 -s $s -n $n $server_addr" 120; then
-		read -r p50 p99 < <(awk -v s="$s" '$1 == s && NF >= 9 { printf "%.2f %.2f", 2 * $5, 2 * $8 }' \
-			"$logs/$name.client.log")
-	fi
-	if [ -n "$p50" ]; then
-		row ib_write_lat verbs rr_p50 "$s" "$p50" us
-		row ib_write_lat verbs rr_p99 "$s" "$p99" us
-	else
-		row ib_write_lat verbs rr_p50 "$s" n/a us
-		ref_failed "ib_write_lat $s B failed: $(why "$logs/$name.client.log")"
-	fi
+	perftest_lat ib_write_lat "$1" "$(rr_iters "$1")" rr "ib_write_lat-$1" 120
 }
 
 # --- rsockets: rstream --------------------------------------------------------
