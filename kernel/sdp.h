@@ -508,6 +508,11 @@ struct sdp_sock {
 	 * (interrupt context).
 	 */
 	atomic_t cq_claims;
+	/* SDP_CQ_DEFERRED: the completion work found the socket owned and
+	 * left the CQ to the owner (sdp_release_cb()); set under the
+	 * socket's spinlock, cleared by a poll that arms the CQ.
+	 */
+	unsigned long cq_deferred;
 	/* A zero-copy send (receive) owns the transmit (receive) side and
 	 * its struct sdp_zc_map, across its waits with the socket lock
 	 * dropped: other threads' sends (receives) keep off.
@@ -993,6 +998,7 @@ void sdp_destroy_resources(struct sock *sk);
 void sdp_claim_rdma(struct sock *sk, struct sdp_res *res);
 void sdp_free_rdma(struct sock *sk, struct rdma_cm_id *id, struct sdp_res *res);
 void sdp_cq_work(struct work_struct *work);
+void sdp_release_cb(struct sock *sk);
 bool sdp_poll_cq(struct sock *sk, bool arm);
 void sdp_qp_failed(struct sock *sk);
 int sdp_post_drain_recv(struct sock *sk);

@@ -32,6 +32,7 @@ atomic_t sdp_conns = ATOMIC_INIT(0);
 
 #define SDP_CQ_BATCH 16
 #define SDP_CQ_BUDGET 256
+#define SDP_CQ_DEFERRED 0 /* bit of sdp_sock.cq_deferred */
 
 static u32 sdp_ring_count(int sockbuf, u32 buf_size)
 {
@@ -180,20 +181,26 @@ static int sdp_ring_alloc(struct ib_device *dev, struct sdp_ring *r, u32 count,
  * thread.  Sleepers that claimed nothing re-check their conditions and
  * wait again; the claimer's processing wakes them for what it finds.
  */
-static void sdp_cq_comp_handler(struct ib_cq *cq, void *ctx)
+static void sdp_cq_wake_claimers(struct sock *sk)
 {
-	struct sock *sk = ctx;
 	struct socket_wq *wq;
 
-	if (!atomic_read(&sdp_sk(sk)->cq_claims)) {
-		queue_work(sdp_wq, &sdp_sk(sk)->cq_work);
-		return;
-	}
 	rcu_read_lock();
 	wq = rcu_dereference(sk->sk_wq);
 	if (skwq_has_sleeper(wq))
 		wake_up_interruptible_poll(&wq->wait, EPOLLIN | EPOLLRDNORM);
 	rcu_read_unlock();
+}
+
+static void sdp_cq_comp_handler(struct ib_cq *cq, void *ctx)
+{
+	struct sock *sk = ctx;
+
+	if (!atomic_read(&sdp_sk(sk)->cq_claims)) {
+		queue_work(sdp_wq, &sdp_sk(sk)->cq_work);
+		return;
+	}
+	sdp_cq_wake_claimers(sk);
 }
 
 /*
@@ -845,6 +852,9 @@ bool sdp_poll_cq(struct sock *sk, bool arm)
 
 	if (!ssk->res_ready)
 		return true;
+	/* A deferred work is for completions this poll finds. */
+	if (arm)
+		clear_bit(SDP_CQ_DEFERRED, &ssk->cq_deferred);
 	for (;;) {
 		n = ib_poll_cq(ssk->cq, SDP_CQ_BATCH, wc);
 		if (n <= 0) {
@@ -916,7 +926,63 @@ void sdp_cq_work(struct work_struct *work)
 	struct sdp_sock *ssk = container_of(work, struct sdp_sock, cq_work);
 	struct sock *sk = &ssk->sk;
 
+	/*
+	 * A thread claimed the CQ since the handler queued this work: it
+	 * polls and arms the CQ before it leaves its socket call
+	 * (sdp_cq_unclaim()), so it handles what came, once woken if it
+	 * sleeps (it went on the wait queue before it claimed), as the
+	 * handler would have woken it.  Waiting for its lock instead would
+	 * make it wait for ours in turn: a busy-polling reader drops the
+	 * lock between polls.  The barrier pairs with the one in
+	 * sdp_cq_unclaim(): this read and the completion that queued the
+	 * work are ordered as the handler's are.
+	 */
+	smp_mb();
+	if (atomic_read(&ssk->cq_claims)) {
+		sdp_cq_wake_claimers(sk);
+		return;
+	}
+	/*
+	 * A thread in a socket call owns the socket: it gets the work as it
+	 * releases the lock (sdp_release_cb()) instead of waiting for ours
+	 * after it.  On Soft-RoCE before Linux 6.4 most works come from a
+	 * handler that ran after the thread took the completion itself.
+	 */
+	spin_lock_bh(&sk->sk_lock.slock);
+	if (sock_owned_by_user(sk)) {
+		set_bit(SDP_CQ_DEFERRED, &ssk->cq_deferred);
+		spin_unlock_bh(&sk->sk_lock.slock);
+		return;
+	}
+	spin_unlock_bh(&sk->sk_lock.slock);
 	lock_sock(sk);
 	sdp_process_completions(sk, true);
 	release_sock(sk);
+}
+
+/*
+ * release_sock() calls this with the socket's spinlock held, still the
+ * owner.  A completion work that found the socket owned: a claimer polls
+ * and arms the CQ before it leaves its call (woken if it is about to
+ * sleep), which clears the bit; else the work goes again, to find the
+ * socket free.  The clear is before the poll (sdp_poll_cq()): a work that
+ * sets the bit after it is seen here.  Without resources there is no CQ,
+ * and the work is queued only while sdp_free_rdma() has yet to cancel it.
+ */
+void sdp_release_cb(struct sock *sk)
+{
+	struct sdp_sock *ssk = sdp_sk(sk);
+
+	if (!test_bit(SDP_CQ_DEFERRED, &ssk->cq_deferred))
+		return;
+	if (!ssk->res_ready) {
+		clear_bit(SDP_CQ_DEFERRED, &ssk->cq_deferred);
+		return;
+	}
+	if (atomic_read(&ssk->cq_claims)) {
+		sdp_cq_wake_claimers(sk);
+		return;
+	}
+	if (test_and_clear_bit(SDP_CQ_DEFERRED, &ssk->cq_deferred))
+		queue_work(sdp_wq, &ssk->cq_work);
 }

@@ -46,6 +46,7 @@ struct proto sdp_proto = {
 	.owner = THIS_MODULE,
 	.obj_size = sizeof(struct sdp_sock),
 	.keepalive = sdp_set_keepalive,
+	.release_cb = sdp_release_cb,
 	.init = sdp_inet_init,
 	.destroy = sdp_inet_destroy,
 	.unhash = sdp_unhash,
@@ -61,6 +62,7 @@ static struct proto sdp6_proto = {
 	.ipv6_pinfo_offset = offsetof(struct sdp6_sock, inet6),
 #endif
 	.keepalive = sdp_set_keepalive,
+	.release_cb = sdp_release_cb,
 	.init = sdp_inet_init,
 	.destroy = sdp_inet_destroy,
 	.unhash = sdp_unhash,
