@@ -682,6 +682,13 @@ struct sdp_sock {
 	struct delayed_work keepalive_work;
 	struct delayed_work fin_work;
 	struct delayed_work ack_work; /* delayed acknowledgement (Nagle) */
+	/* Messages posted (every one acknowledges what came before it) and
+	 * their count when an acknowledgement last became owed: ack_work
+	 * has nothing to send once they differ, and reads both without the
+	 * socket lock.  Written under the socket lock (WRITE_ONCE).
+	 */
+	u32 tx_msgs;
+	u32 ack_owed_at;
 	/* An idle stream's buffers shrink (sdp_rx.c); tx_data_at: jiffies
 	 * of the last Data segment, SrcAvail or RdmaWrCompl posted.  Socket
 	 * lock.

@@ -171,6 +171,7 @@ static int sdp_post_send(struct sdp_sock *ssk, struct sdp_ring *r,
 		pr_warn_ratelimited("ib_post_send failed: %d\n", err);
 		return err;
 	}
+	WRITE_ONCE(ssk->tx_msgs, ssk->tx_msgs + 1);
 	if (idle)
 		ssk->tx_progress_at = jiffies; /* the watch counts from here */
 	sdp_tx_watch_arm(&ssk->sk);
@@ -850,6 +851,9 @@ void sdp_arm_ack_timer(struct sock *sk, unsigned int ms)
 
 	sock_owned_by_me(sk);
 
+	/* Seen by a work that starts after this, queued or pending. */
+	WRITE_ONCE(ssk->ack_owed_at, ssk->tx_msgs);
+	smp_mb__before_atomic(); /* the mark before the pending bit's RMW */
 	sock_hold(sk);
 	if (!queue_delayed_work(sdp_wq, &ssk->ack_work, msecs_to_jiffies(ms)))
 		sock_put(sk); /* already pending */
@@ -861,6 +865,19 @@ void sdp_ack_work(struct work_struct *work)
 					    struct sdp_sock, ack_work);
 	struct sock *sk = &ssk->sk;
 
+	/*
+	 * A message went out since the acknowledgement became owed: it
+	 * carried it.  In a request/response exchange that is the rule, and
+	 * the timer, armed once per delay, would otherwise take the lock
+	 * from a busy-polling reader each time.  An acknowledgement that
+	 * became owed again after that message moved ack_owed_at first
+	 * (sdp_arm_ack_timer(), before its queue_delayed_work(), which
+	 * requeues a work that already started).
+	 */
+	if (READ_ONCE(ssk->tx_msgs) != READ_ONCE(ssk->ack_owed_at)) {
+		sock_put(sk);
+		return;
+	}
 	lock_sock(sk);
 	if (ssk->res_ready && !ssk->qp_error) {
 		sdp_core_ack_request(&ssk->core);
