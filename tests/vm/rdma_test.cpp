@@ -324,6 +324,70 @@ TEST(Coalescing, CorkHoldsUntilUncork)
     EXPECT_LE(counter_delta(before, "tx_data"), 3u);
 }
 
+// ---- completion handling -------------------------------------------------------
+
+// Receives exactly n bytes into buf; false on EOF, error or SO_RCVTIMEO.
+bool recv_all(int fd, char* buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        const ssize_t r = recv(fd, buf + got, n - got, 0);
+        if (r <= 0)
+            return false;
+        got += static_cast<size_t>(r);
+    }
+    return true;
+}
+
+// A ping-pong whose readers sleep in recvmsg(): a sleeping reader claims
+// the CQ, so the completion handler only wakes it, and a completion work
+// queued before the claim must wake it too (it leaves the CQ to the
+// claimer).  A wake-up lost between them leaves a completion unhandled
+// and the exchange stalls; SO_RCVTIMEO turns a stall into a failure.  With
+// no busy polling every read sleeps; with a short one, polls run out
+// mid-way, the mix in which a lost wake-up showed.
+TEST(CompletionQueue, PingPongWithSleepingReadersNeverStalls)
+{
+    constexpr int kRounds = 5000;
+    constexpr size_t kSize = 1024;
+    int port = 7124;
+    for (const char* poll_us : {"0", "20"}) {
+        SCOPED_TRACE(std::string("recv_poll_us ") + poll_us);
+        SysctlFor polling("recv_poll_us", poll_us);
+        Pair p = connected_pair(kAddrA, port++);
+        ASSERT_GE(p.server.get(), 0);
+        const timeval tv{10, 0};
+        for (int fd : {p.client.get(), p.server.get()})
+            for (int opt : {SO_RCVTIMEO, SO_SNDTIMEO})
+                ASSERT_EQ(setsockopt(fd, SOL_SOCKET, opt, &tv, sizeof(tv)), 0);
+        std::atomic<int> echoed{0};
+        std::thread echo([&] {
+            std::vector<char> buf(kSize);
+            for (int i = 0; i < kRounds; i++) {
+                if (!recv_all(p.server.get(), buf.data(), kSize) ||
+                    send(p.server.get(), buf.data(), kSize, 0) != static_cast<ssize_t>(kSize))
+                    return;
+                echoed++;
+            }
+        });
+        std::vector<char> out(kSize), in(kSize);
+        int done = 0;
+        for (; done < kRounds; done++) {
+            std::fill(out.begin(), out.end(), static_cast<char>(done));
+            if (send(p.client.get(), out.data(), kSize, 0) != static_cast<ssize_t>(kSize) ||
+                !recv_all(p.client.get(), in.data(), kSize))
+                break;
+            if (in != out)
+                break;
+        }
+        const int err = errno;
+        // A stalled echo thread times out on its own call.
+        echo.join();
+        EXPECT_EQ(done, kRounds) << "round trip " << done << " stalled or failed (" << strerror(err)
+                                 << "), the echo side had answered " << echoed;
+    }
+}
+
 // ---- receive buffers that grow ---------------------------------------------------
 
 int max_seg(int fd)
