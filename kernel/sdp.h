@@ -505,7 +505,7 @@ struct sdp_sock {
 	/* Threads in a socket call that poll the CQ before they leave it
 	 * (sdp_cq_claim()): while there is one, the completion handler wakes
 	 * it instead of queueing the completion work.  Read by the handler
-	 * (interrupt context).
+	 * (interrupt context), the completion work and sdp_release_cb().
 	 */
 	atomic_t cq_claims;
 	/* SDP_CQ_DEFERRED: the completion work found the socket owned and
