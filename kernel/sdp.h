@@ -382,6 +382,17 @@ struct sdp_res {
 
 /* ---- the socket --------------------------------------------------------- */
 
+/*
+ * A socket address of either family.  Not a sockaddr_storage: its 128
+ * bytes, twice in struct sdp_sock, put an IPv6 socket over a page (a
+ * 4.2 KiB slab object, seven to an order-3 slab or one to an order-1 one).
+ */
+union sdp_addr {
+	struct sockaddr sa;
+	struct sockaddr_in v4;
+	struct sockaddr_in6 v6;
+};
+
 /* A CM event recorded by the handler for sdp_cm_work() (cm_ev_lock). */
 struct sdp_cm_ev {
 	struct rdma_cm_id *id;
@@ -654,8 +665,8 @@ struct sdp_sock {
 	/* Addresses (what getsockname/getpeername report): socket lock;
 	 * /proc/net/sdp prints them without it.
 	 */
-	struct sockaddr_storage local;
-	struct sockaddr_storage remote;
+	union sdp_addr local;
+	union sdp_addr remote;
 
 	/* Work items: each takes the socket lock itself (put_work none). */
 	struct work_struct cq_work;
@@ -1160,7 +1171,7 @@ static inline bool sdp_fallen_back(const struct sock *sk)
 
 int sdp_fb_prepare(struct sock *sk, int family);
 bool sdp_fb_wanted(struct sock *sk, int end);
-int sdp_fb_bind_first(struct sock *sk, struct sockaddr_storage *addr);
+int sdp_fb_bind_first(struct sock *sk, union sdp_addr *addr);
 void sdp_fb_unbind(struct sock *sk);
 void sdp_fb_arm(struct sock *sk);
 void sdp_fb_disarm(struct sock *sk);

@@ -243,7 +243,7 @@ static void sdp_set_addrs(struct sock *sk, struct rdma_cm_id *id)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct sockaddr *dst = (struct sockaddr *)&id->route.addr.dst_addr;
-	sa_family_t fam = ssk->local.ss_family;
+	sa_family_t fam = ssk->local.sa.sa_family;
 
 	sock_owned_by_me(sk);
 

@@ -166,7 +166,7 @@ int sdp_recv_error(struct sock *sk, struct msghdr *msg, size_t len)
 	/* AF_INET_SDP: the family of the connection's addresses. */
 	bool v6 = sk->sk_family == AF_INET6 ||
 		  (sk->sk_family != AF_INET &&
-		   READ_ONCE(sdp_sk(sk)->local.ss_family) == AF_INET6);
+		   READ_ONCE(sdp_sk(sk)->local.sa.sa_family) == AF_INET6);
 	struct sock_exterr_skb *serr;
 	struct sk_buff *skb;
 	int copied, err;

@@ -83,23 +83,23 @@ static void sdp_fb_copy_sol(struct sock *sk, struct sock *tsk);
  * port, an ephemeral one if the caller gave 0, for SDP's bind.  Socket
  * lock held.
  */
-int sdp_fb_bind_first(struct sock *sk, struct sockaddr_storage *addr)
+int sdp_fb_bind_first(struct sock *sk, union sdp_addr *addr)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
-	struct sockaddr_storage got;
+	union sdp_addr got;
 	struct socket *tcp;
 	int len, err;
 
 	sock_owned_by_me(sk);
 
-	err = sdp_fb_prepare(sk, addr->ss_family);
+	err = sdp_fb_prepare(sk, addr->sa.sa_family);
 	if (err)
 		return err;
 	tcp = ssk->tcp;
 	sdp_fb_copy_sol(sk, tcp->sk);
-	if (addr->ss_family == AF_INET6 && ssk->v6only)
+	if (addr->sa.sa_family == AF_INET6 && ssk->v6only)
 		tcp->sk->sk_ipv6only = 1;
-	len = addr->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+	len = addr->sa.sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
 					    sizeof(struct sockaddr_in);
 	err = kernel_bind(tcp, (struct sockaddr *)addr, len);
 	if (err)
@@ -107,7 +107,7 @@ int sdp_fb_bind_first(struct sock *sk, struct sockaddr_storage *addr)
 	err = kernel_getsockname(tcp, (struct sockaddr *)&got);
 	if (err < 0)
 		return err;
-	if (addr->ss_family == AF_INET6)
+	if (addr->sa.sa_family == AF_INET6)
 		((struct sockaddr_in6 *)addr)->sin6_port =
 			((struct sockaddr_in6 *)&got)->sin6_port;
 	else
@@ -407,10 +407,10 @@ static int sdp_fb_bind(struct sock *sk, struct socket *tcp)
 	int len;
 
 	/* Not bound, or bound already by bind() (sdp_fb_bind_first()). */
-	if (!ssk->bound || ssk->local.ss_family != tcp->sk->sk_family ||
+	if (!ssk->bound || ssk->local.sa.sa_family != tcp->sk->sk_family ||
 	    inet_sk(tcp->sk)->inet_num)
 		return 0;
-	len = ssk->local.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+	len = ssk->local.sa.sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
 						 sizeof(struct sockaddr_in);
 	return kernel_bind(tcp, (struct sockaddr *)&ssk->local, len);
 }
@@ -473,7 +473,7 @@ bool sdp_fb_try(struct sock *sk, int end)
 	err = sdp_fb_bind(sk, tcp);
 	if (!err) {
 		sdp_fb_copy_options(sk, tcp->sk);
-		len = ssk->remote.ss_family == AF_INET6 ?
+		len = ssk->remote.sa.sa_family == AF_INET6 ?
 			      sizeof(struct sockaddr_in6) :
 			      sizeof(struct sockaddr_in);
 		/*
@@ -522,7 +522,7 @@ int sdp_fb_listen(struct sock *sk, int backlog)
 		return err;
 	}
 	/* Unbound (TCP only): TCP's listen() picks the port. */
-	family = ssk->local.ss_family;
+	family = ssk->local.sa.sa_family;
 	if (family == AF_UNSPEC)
 		family = sk->sk_family == AF_INET6 ? AF_INET6 : AF_INET;
 	err = sdp_fb_prepare(sk, family);
@@ -530,12 +530,12 @@ int sdp_fb_listen(struct sock *sk, int backlog)
 		return err;
 	tcp = ssk->tcp;
 	sdp_fb_copy_sol(sk, tcp->sk);
-	if (ssk->local.ss_family == AF_INET6 && ssk->v6only)
+	if (ssk->local.sa.sa_family == AF_INET6 && ssk->v6only)
 		tcp->sk->sk_ipv6only = 1;
-	len = ssk->local.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+	len = ssk->local.sa.sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
 						 sizeof(struct sockaddr_in);
 	/* Bound by bind() already, or here to the SDP listener's address. */
-	err = inet_sk(tcp->sk)->inet_num || ssk->local.ss_family == AF_UNSPEC ?
+	err = inet_sk(tcp->sk)->inet_num || ssk->local.sa.sa_family == AF_UNSPEC ?
 		0 : kernel_bind(tcp, (struct sockaddr *)&ssk->local, len);
 	if (!err) {
 		sdp_fb_install(sk, tcp->sk);

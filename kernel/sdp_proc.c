@@ -68,15 +68,15 @@ static const char *const sdp_state_names[] = {
 	[TCP_CLOSING] = "CLOSING",
 };
 
-static int sdp_fmt_addr(char *buf, size_t len, const struct sockaddr_storage *a)
+static int sdp_fmt_addr(char *buf, size_t len, const union sdp_addr *a)
 {
-	if (a->ss_family == AF_INET6) {
+	if (a->sa.sa_family == AF_INET6) {
 		const struct sockaddr_in6 *s6 = (const void *)a;
 
 		return scnprintf(buf, len, "[%pI6c]:%u", &s6->sin6_addr,
 				 ntohs(s6->sin6_port));
 	}
-	if (a->ss_family == AF_INET) {
+	if (a->sa.sa_family == AF_INET) {
 		const struct sockaddr_in *s4 = (const void *)a;
 
 		return scnprintf(buf, len, "%pI4:%u", &s4->sin_addr,
@@ -93,8 +93,8 @@ static const char *sdp_state_name(int state)
 }
 
 /* The addresses of a TCP sock, read without its lock (as inet_diag). */
-static void sdp_tcp_addrs(const struct sock *tsk, struct sockaddr_storage *l,
-			  struct sockaddr_storage *r)
+static void sdp_tcp_addrs(const struct sock *tsk, union sdp_addr *l,
+			  union sdp_addr *r)
 {
 	const struct inet_sock *inet = inet_sk(tsk);
 
@@ -130,7 +130,7 @@ static void sdp_show_fallen_back(struct seq_file *seq, int sl,
 				 struct sdp_sock *ssk, struct sock *tsk)
 {
 	const struct tcp_sock *tp = tcp_sk(tsk);
-	struct sockaddr_storage l, r;
+	union sdp_addr l, r;
 	char local[64], remote[64];
 	u8 reason = READ_ONCE(ssk->fallback_reason);
 	int state = READ_ONCE(tsk->sk_state);
@@ -183,7 +183,7 @@ static int sdp_sockets_show(struct seq_file *seq, void *v)
 		if (connected || state == TCP_CLOSE)
 			sdp_fmt_addr(remote, sizeof(remote), &ssk->remote);
 		else
-			strscpy(remote, ssk->local.ss_family == AF_INET6 ?
+			strscpy(remote, ssk->local.sa.sa_family == AF_INET6 ?
 				"[::]:0" : "0.0.0.0:0", sizeof(remote));
 		seq_printf(seq, "%3d: %-45s %-45s %-11s %-8llu %-8llu %-5u %-8lu %u %u %u %u %u %u %s\n",
 			   sl++, local, remote, sdp_state_name(state),

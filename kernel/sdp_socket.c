@@ -283,7 +283,7 @@ static void sdp_unhash(struct sock *sk)
  * the scope id then, and reports 0 for it).
  */
 static int sdp_check_addr(const struct sock *sk, const struct sockaddr *addr,
-			  int len, struct sockaddr_storage *out, bool bind)
+			  int len, union sdp_addr *out, bool bind)
 {
 	size_t n;
 
@@ -304,7 +304,7 @@ static int sdp_check_addr(const struct sock *sk, const struct sockaddr *addr,
 			return -EAFNOSUPPORT;
 		memset(out, 0, sizeof(*out));
 		memcpy(out, addr, sizeof(struct sockaddr_in));
-		out->ss_family = AF_INET;
+		out->sa.sa_family = AF_INET;
 		return 0;
 	}
 	if (sk->sk_family == AF_INET6 && addr->sa_family != AF_INET6)
@@ -335,14 +335,14 @@ static int sdp_check_addr(const struct sock *sk, const struct sockaddr *addr,
  * device.  The address then carries that scope for the RDMA CM.  Socket
  * lock held.
  */
-static int sdp_addr_scope(struct sock *sk, struct sockaddr_storage *a,
+static int sdp_addr_scope(struct sock *sk, union sdp_addr *a,
 			  bool connect)
 {
 	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)a;
 
 	sock_owned_by_me(sk);
 
-	if (a->ss_family != AF_INET6 ||
+	if (a->sa.sa_family != AF_INET6 ||
 	    !__ipv6_addr_needs_scope_id(__ipv6_addr_type(&s6->sin6_addr)))
 		return 0;
 	if (s6->sin6_scope_id) {
@@ -358,7 +358,7 @@ static int sdp_addr_scope(struct sock *sk, struct sockaddr_storage *a,
 }
 
 /* A v4-mapped IPv6 address becomes the IPv4 address it maps. */
-static void sdp_canon_addr(struct sockaddr_storage *dst,
+static void sdp_canon_addr(union sdp_addr *dst,
 			   const struct sockaddr *src)
 {
 	memset(dst, 0, sizeof(*dst));
@@ -379,9 +379,9 @@ static void sdp_canon_addr(struct sockaddr_storage *dst,
 	memcpy(dst, src, sizeof(struct sockaddr_in));
 }
 
-static __be16 sdp_addr_port(const struct sockaddr_storage *a)
+static __be16 sdp_addr_port(const union sdp_addr *a)
 {
-	return a->ss_family == AF_INET6 ?
+	return a->sa.sa_family == AF_INET6 ?
 		       ((const struct sockaddr_in6 *)a)->sin6_port :
 		       ((const struct sockaddr_in *)a)->sin_port;
 }
@@ -391,7 +391,7 @@ void sdp_update_local(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	struct sockaddr *src;
-	bool v6 = ssk->local.ss_family == AF_INET6;
+	bool v6 = ssk->local.sa.sa_family == AF_INET6;
 
 	sock_owned_by_me(sk);
 
@@ -417,9 +417,9 @@ void sdp_update_local(struct sock *sk)
 }
 
 /* Whether addr is one of this namespace's own addresses (or a wildcard). */
-static bool sdp_addr_is_local(struct net *net, const struct sockaddr_storage *a)
+static bool sdp_addr_is_local(struct net *net, const union sdp_addr *a)
 {
-	if (a->ss_family == AF_INET6) {
+	if (a->sa.sa_family == AF_INET6) {
 		const struct in6_addr *ip = &((const struct sockaddr_in6 *)a)->sin6_addr;
 
 		return ipv6_addr_any(ip) || ipv6_chk_addr(net, ip, NULL, 0);
@@ -435,7 +435,7 @@ static bool sdp_addr_is_local(struct net *net, const struct sockaddr_storage *a)
  * latter.  An address that is ours but has no RDMA device is
  * EADDRNOTAVAIL: SDP cannot use it.
  */
-static int sdp_bind_errno(struct net *net, const struct sockaddr_storage *a,
+static int sdp_bind_errno(struct net *net, const union sdp_addr *a,
 			  int err)
 {
 	switch (err) {
@@ -452,7 +452,7 @@ static int sdp_bind_errno(struct net *net, const struct sockaddr_storage *a,
 static int sdp_do_bind(struct sock *sk, const struct sockaddr *addr)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
-	struct sockaddr_storage canon;
+	union sdp_addr canon;
 	int err;
 
 	sock_owned_by_me(sk);
@@ -468,7 +468,7 @@ static int sdp_do_bind(struct sock *sk, const struct sockaddr *addr)
 	sdp_canon_addr(&canon, addr);
 	if (sk->sk_reuse)
 		rdma_set_reuseaddr(ssk->cm_id, 1);
-	if (canon.ss_family == AF_INET6)
+	if (canon.sa.sa_family == AF_INET6)
 		rdma_set_afonly(ssk->cm_id, ssk->v6only);
 	err = rdma_bind_addr(ssk->cm_id, (struct sockaddr *)&canon);
 	if (err)
@@ -487,11 +487,11 @@ static int sdp_do_bind(struct sock *sk, const struct sockaddr *addr)
  * address SDP has no RDMA device for is TCP's only: connect() then goes
  * over TCP at once.  Socket lock held.
  */
-static int sdp_bind_both(struct sock *sk, const struct sockaddr_storage *addr)
+static int sdp_bind_both(struct sock *sk, const union sdp_addr *addr)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
 	bool ephemeral = !sdp_addr_port(addr);
-	struct sockaddr_storage a;
+	union sdp_addr a;
 	int tries, err;
 
 	sock_owned_by_me(sk);
@@ -522,7 +522,7 @@ static int sdp_bind(struct socket *sock, struct sockaddr *uaddr, int len)
 {
 	struct sock *sk = sock->sk;
 	struct sdp_sock *ssk = sdp_sk(sk);
-	struct sockaddr_storage addr;
+	union sdp_addr addr;
 	int err;
 
 	if (sdp_fallen_back(sk)) /* connected or connecting, as TCP says */
@@ -555,8 +555,11 @@ out:
 
 static int sdp_autobind(struct sock *sk, int family)
 {
-	struct sockaddr_storage any = { .ss_family = family };
+	union sdp_addr any;
 
+	/* A union's initializer need not clear the bytes past its member. */
+	memset(&any, 0, sizeof(any));
+	any.sa.sa_family = family;
 	return sdp_do_bind(sk, (struct sockaddr *)&any);
 }
 
@@ -564,7 +567,7 @@ static int sdp_getname(struct socket *sock, struct sockaddr *uaddr, int peer)
 {
 	struct sock *sk = sock->sk;
 	struct sdp_sock *ssk = sdp_sk(sk);
-	struct sockaddr_storage *a = peer ? &ssk->remote : &ssk->local;
+	union sdp_addr *a = peer ? &ssk->remote : &ssk->local;
 	int len;
 
 	if (sdp_fallen_back(sk))
@@ -583,7 +586,7 @@ static int sdp_getname(struct socket *sock, struct sockaddr *uaddr, int peer)
 		release_sock(sk);
 		return -ENOTCONN;
 	}
-	if (a->ss_family == AF_INET6) {
+	if (a->sa.sa_family == AF_INET6) {
 		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)uaddr;
 
 		len = sizeof(struct sockaddr_in6);
@@ -772,7 +775,7 @@ static int sdp_connect(struct socket *sock, struct sockaddr *raddr, int len,
 {
 	struct sock *sk = sock->sk;
 	struct sdp_sock *ssk = sdp_sk(sk);
-	struct sockaddr_storage dst, addr;
+	union sdp_addr dst, addr;
 	struct sockaddr *uaddr = (struct sockaddr *)&addr;
 	long timeo;
 	int err;
@@ -844,8 +847,8 @@ static int sdp_connect(struct socket *sock, struct sockaddr *raddr, int len,
 				ssk->cm_id = NULL;
 				goto out;
 			}
-			if (ssk->local.ss_family == AF_UNSPEC)
-				ssk->local.ss_family = uaddr->sa_family;
+			if (ssk->local.sa.sa_family == AF_UNSPEC)
+				ssk->local.sa.sa_family = uaddr->sa_family;
 		}
 		sdp_canon_addr(&dst, uaddr);
 		WRITE_ONCE(sk->sk_err, 0);
@@ -1393,7 +1396,7 @@ struct sock *sdp_sk_clone(struct sock *parent)
 	ssk->keepcnt = pssk->keepcnt;
 	ssk->zcopy_thresh = pssk->zcopy_thresh;
 	ssk->v6only = pssk->v6only;
-	ssk->local.ss_family = pssk->local.ss_family;
+	ssk->local.sa.sa_family = pssk->local.sa.sa_family;
 	sdp_sock_list_add(sk);
 	return sk;
 }
