@@ -88,7 +88,7 @@ PLOT_TITLES = {
 
 def best_of(metric, values):
     """Interference only slows things down: the best sample is the estimate."""
-    return min(values) if metric.startswith(("rtt", "latency")) else max(values)
+    return min(values) if metric.startswith(("rtt", "latency", "rr_p", "get_p")) else max(values)
 
 
 def load(path):
@@ -225,6 +225,36 @@ def rr_table(data, sizes, lines):
     lines.append("  competes with Soft-RoCE for the guest's CPUs); write 1: two messages at the rate of")
     lines.append("  ib_write_bw -t 1 (one write in flight); RDMA W/R: SDP's RDMA Writes (into a waiting")
     lines.append("  receiver's SinkAvails) and Reads (of SrcAvails) in the whole run.")
+    lines.append("")
+
+
+def get_table(data, sizes, lines):
+    """A small request answered with a large response: SDP next to TCP and
+    to one response at the one-in-flight RDMA Write rate."""
+    get = lambda tool, fam, metric, s: data.get((tool, fam, metric), {}).get(s)
+    if not any(get("sdp-bench", f, "get_p50", s) is not None
+               for f in ("sdp", "sdp-bcopy") for s in sizes):
+        return
+    lines.append("Small request, large response (64 B out, the size back): round trip p50, ms (best run)")
+    lines.append(f"  {'size':>8}{'TCP':>9}{'write 1':>10}{'SDP':>9}{'SDP bcopy':>11}"
+                 f"{'SDP/TCP':>9}{'SDP/write 1':>13}{'SDP/bcopy':>11}{'RDMA W/R':>10}{'copies/B':>10}")
+    for s in sizes:
+        tcp = get("sdp-bench", "inet", "get_p50", s)
+        bw1 = get("ib_write_bw", "verbs-1", "throughput", s)
+        one = s / bw1 if bw1 else None  # us: bytes / (10^6 B/s) x 10^6
+        sdp = get("sdp-bench", "sdp", "get_p50", s)
+        bcopy = get("sdp-bench", "sdp-bcopy", "get_p50", s)
+        ms = lambda v: None if v is None else v / 1000
+        writes = get("sdp-bench", "sdp", "get_zcopy_rdma_writes", s)
+        reads = get("sdp-bench", "sdp", "get_zcopy_rdma_reads", s)
+        wr = "n/a" if writes is None or reads is None else f"{writes:.0f}/{reads:.0f}"
+        lines.append(f"  {size_text(s):>8}{fmt(ms(tcp)):>9}{fmt(ms(one)):>10}{fmt(ms(sdp)):>9}"
+                     f"{fmt(ms(bcopy)):>11}{fmt(ratio(sdp, tcp)):>9}{fmt(ratio(sdp, one)):>13}"
+                     f"{fmt(ratio(sdp, bcopy)):>11}{wr:>10}"
+                     f"{fmt(get('sdp-bench', 'sdp', 'get_copies_per_byte', s), 4):>10}")
+    lines.append("  TCP: the same program over TCP in the guest (loopback, no RDMA); write 1: one")
+    lines.append("  response at the rate of ib_write_bw -t 1, no request; RDMA W/R: SDP's RDMA Writes")
+    lines.append("  (into the requester's SinkAvails) and Reads (of the responder's SrcAvails), whole run.")
     lines.append("")
 
 
@@ -475,6 +505,7 @@ def main():
         zcopy_table(data, zc_sizes, lines)
         zc_api_table(data, zc_sizes, lines)
         rr_table(data, zc_sizes, lines)
+        get_table(data, zc_sizes, lines)
         pin_table(data, lines)
     apps_table(data, lines)
     setup_table(data, lines)

@@ -16,7 +16,8 @@
 #               or above it go by zero copy); for the zero-copy sizes also
 #               "SDP bcopy" (--zcopy-thresh 0 on both ends: every byte copied),
 #               and a request/response ping-pong of each next to
-#               ib_write_lat -R.
+#               ib_write_lat -R, and 64 B requests answered with responses
+#               of the size (SDP, SDP bcopy and TCP).
 #               When SDP cannot run (yet) its points are recorded as n/a with
 #               the error and the bench goes on.
 #   setup       sdp-connrate: --conns connections opened one after another and
@@ -58,7 +59,9 @@
 #              copy / moved), zcopy_rdma_reads, zcopy_rdma_writes,
 #              zcopy_fallbacks (pingpong_* for ping-pong runs, rr_* for
 #              the request/response runs; their round trips are rr_p50
-#              and rr_p99, beside ib_write_lat's), and once
+#              and rr_p99, beside ib_write_lat's; get_* for small
+#              requests with large responses, get_p50 and get_p99 beside
+#              TCP's), and once
 #              zcopy_thresh (size 0)
 #   notes.txt  what failed and why, one line each ("zcopy: ..." when zero
 #              copy did not happen where expected, or happened when off)
@@ -294,6 +297,12 @@ rr_iters() {
 ib_write_rr() { # SIZE
 	perftest_lat ib_write_lat "$1" "$(rr_iters "$1")" rr "ib_write_lat-$1" 120
 }
+# A small request answered with a large response (a storage read, a GET of
+# a large value): get_req bytes out, SIZE back, as many round trips as rr,
+# over TCP and SDP (zero copy and bcopy).  The requester waits in recv()
+# for the response, so a SinkAvail for its buffer races the responder's
+# SrcAvail as in rr.
+get_req=64
 
 # --- rsockets: rstream --------------------------------------------------------
 # rstream sends -C transfers one way, then back; usec/xfer is per one-way
@@ -401,6 +410,7 @@ sdp_copies() {
 	[ -n "$copies" ] || return 0
 	[ "$mode" = pingpong ] && pre=pingpong_
 	[ "$mode" = rr ] && pre=rr_
+	[ "$mode" = get ] && pre=get_
 	row sdp-bench "$series" "${pre}copies_per_byte" "$s" "$copies" copies/B
 	row sdp-bench "$series" "${pre}zcopy_fraction" "$s" "$frac" fraction
 	row sdp-bench "$series" "${pre}zcopy_rdma_reads" "$s" "$reads" count
@@ -421,8 +431,9 @@ sdp_copies() {
 	fi
 }
 
-# sb SERIES MODE SIZE TAG: one client run (MODE stream, pingpong, or rr: a
-# ping-pong by count, rr_iters).  After a failure, the same
+# sb SERIES MODE SIZE TAG: one client run (MODE stream, pingpong, rr: a
+# ping-pong by count, rr_iters, or get: get_req-byte requests answered with
+# SIZE bytes, by count).  After a failure, the same
 # series and mode are not tried again (a broken SDP would cost a timeout
 # per point) and their points are n/a.
 sb() {
@@ -437,6 +448,10 @@ sb() {
 		if [ "$mode" = rr ]; then
 			csvmode=pingpong
 			args=(--mode pingpong --iterations "$(rr_iters "$s")" --warmup 2)
+		fi
+		if [ "$mode" = get ]; then
+			csvmode=pingpong
+			args=(--mode pingpong --request "$get_req" --iterations "$(rr_iters "$s")" --warmup 2)
 		fi
 		[ "$fam" = sdp ] && [ -r $stats ] && cat $stats > "$out.sdpstats.before"
 		# shellcheck disable=SC2086
@@ -467,6 +482,7 @@ sb() {
 	else
 		local metric=rtt
 		[ "$mode" = rr ] && metric=rr
+		[ "$mode" = get ] && metric="get"
 		if [ -n "$line" ]; then
 			row sdp-bench "$series" ${metric}_p50 "$s" "$(cut -d, -f6 <<< "$line")" us
 			row sdp-bench "$series" ${metric}_p99 "$s" "$(cut -d, -f7 <<< "$line")" us
@@ -478,7 +494,11 @@ sb() {
 		# The bytes the application moved: one way for a stream, both
 		# ways for a ping-pong (the CSV counts what the server received).
 		moved=$(cut -d, -f8 <<< "$line")
-		[ "$mode" = stream ] || moved=$((2 * moved))
+		case $mode in
+		stream) ;;
+		get) moved=$((moved + moved * s / get_req)) ;; # requests + responses
+		*) moved=$((2 * moved)) ;;
+		esac
 		sdp_copies "$series" "$mode" "$s" "$out" "$moved"
 	fi
 }
@@ -614,6 +634,9 @@ for s in "${all_sizes[@]}"; do
 		ib_write_rr "$s"
 		sb sdp rr "$s" ""
 		sb sdp-bcopy rr "$s" ""
+		sb inet get "$s" ""
+		sb sdp get "$s" ""
+		sb sdp-bcopy get "$s" ""
 	fi
 	if [ $main = 1 ]; then
 		ib_lat "$s" ""
@@ -745,6 +768,7 @@ fi
 dead=
 for series in "${sdp_series[@]}"; do
 	dead+="${sb_dead[$series]:-}${sb_dead[$series-stream]:-}${sb_dead[$series-pingpong]:-}"
+	dead+="${sb_dead[$series-rr]:-}${sb_dead[$series-get]:-}"
 done
 if [ -n "$dead" ]; then
 	echo "bench: *** SDP could not be measured (fully); those points are n/a (see notes) ***"

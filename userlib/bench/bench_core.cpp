@@ -71,6 +71,9 @@ std::string usage()
            "  --iterations N            pingpong: round trips per size (default 1000)\n"
            "  --warmup N                pingpong: round trips not measured (default 10%,\n"
            "                            at most 100)\n"
+           "  --request N               pingpong: send N-byte requests, the server answering\n"
+           "                            each with a message of the run's size (default: the\n"
+           "                            server echoes each message)\n"
            "  --async                   send/recv through io_uring (liburing)\n"
            "  --zerocopy msg|uring      sends with MSG_ZEROCOPY (SO_ZEROCOPY) or io_uring\n"
            "                            SEND_ZC; a buffer is sent again only after its\n"
@@ -243,7 +246,8 @@ ParseResult parse_args(int argc, const char* const* argv)
         } else if (arg == "--family" || arg == "--addr" || arg == "--port" || arg == "--mode" ||
                    arg == "--sizes" || arg == "--duration" || arg == "--bytes" ||
                    arg == "--iterations" || arg == "--warmup" || arg == "--connections" ||
-                   arg == "--connect-timeout" || arg == "--zcopy-thresh" || arg == "--zerocopy") {
+                   arg == "--connect-timeout" || arg == "--zcopy-thresh" || arg == "--zerocopy" ||
+                   arg == "--request") {
             if (!need())
                 return fail(arg + " needs a value");
             if (arg == "--family") {
@@ -303,6 +307,11 @@ ParseResult parse_args(int argc, const char* const* argv)
                                     "' (bytes, e.g. 64k; 0 turns zero copy off)");
                     o.zcopy_thresh = static_cast<std::int64_t>(*q);
                 }
+            } else if (arg == "--request") {
+                const auto q = parse_quantity(value);
+                if (!q || *q >= (std::uint64_t{1} << 30))
+                    return fail("bad --request '" + value + "' (bytes below 1 GiB, e.g. 64)");
+                o.request = static_cast<std::uint32_t>(*q);
             } else if (arg == "--warmup" && value == "0") {
                 o.warmup = 0;
                 o.warmup_given = true;
@@ -337,6 +346,10 @@ ParseResult parse_args(int argc, const char* const* argv)
         return fail("--bytes is for --mode stream; ping-pong takes --iterations or --duration");
     if (o.mode == Mode::kStream && (iterations_given || o.warmup_given))
         return fail("--iterations and --warmup are for --mode pingpong");
+    if (o.mode == Mode::kStream && o.request != 0)
+        return fail("--request is for --mode pingpong");
+    if (o.role == Role::kServer && o.request != 0)
+        return fail("the client sets --request");
     if (duration_given && iterations_given)
         return fail("--duration and --iterations exclude each other");
     if (o.role == Role::kServer &&
@@ -398,6 +411,7 @@ void encode_header(const Header& h, std::uint8_t out[kHeaderLen])
     out[4] = static_cast<std::uint8_t>(h.mode);
     out[5] = h.flags;
     put32(out + 8, h.size);
+    put32(out + 12, h.request);
     put64(out + 16, h.count);
 }
 
@@ -416,9 +430,14 @@ std::optional<Header> decode_header(const std::uint8_t in[kHeaderLen], std::stri
     h.mode = static_cast<Mode>(in[4]);
     h.flags = in[5];
     h.size = get32(in + 8);
+    h.request = get32(in + 12);
     h.count = get64(in + 16);
     if (h.size == 0 || h.size >= (1U << 30)) {
         error = "bad message size " + std::to_string(h.size);
+        return std::nullopt;
+    }
+    if (h.request >= (1U << 30) || (h.request != 0 && h.mode != Mode::kPingpong)) {
+        error = "bad request size " + std::to_string(h.request);
         return std::nullopt;
     }
     return h;
@@ -588,6 +607,12 @@ std::string format_human(const Measurement& m, double seconds)
     if (m.mode == Mode::kStream) {
         s += fmt("%.2f MB/s, ", m.throughput_MBps) + fmt("%.0f msg/s, ", m.msgs_per_s) +
              std::to_string(m.bytes) + " bytes in " + fmt("%.2f s", seconds) + " (at the receiver)";
+    } else if (m.request != 0) {
+        s += std::to_string(m.request) + " B requests, round trip p50 " +
+             fmt("%.2f us", m.p50_us.value_or(0)) + ", p99 " +
+             fmt("%.2f us", m.p99_us.value_or(0)) + ", " +
+             fmt("%.0f round trips/s, ", m.msgs_per_s) +
+             fmt("%.2f MB/s of responses", m.throughput_MBps);
     } else {
         s += "round trip p50 " + fmt("%.2f us", m.p50_us.value_or(0)) + ", p99 " +
              fmt("%.2f us", m.p99_us.value_or(0)) + ", " +

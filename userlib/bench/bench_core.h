@@ -36,6 +36,9 @@ struct Options {
     std::uint64_t bytes = 0;      // stream by volume, per size; 0: not given
     std::uint64_t iterations = 0; // pingpong; 0: not given
     std::uint64_t warmup = 0;     // pingpong warm-up round trips
+    // Ping-pong: bytes of each request, the server answering each with a
+    // message of the run's size (a storage read, a GET); 0: an echo.
+    std::uint32_t request = 0;
     bool warmup_given = false;
     bool async = false;
     Zerocopy zerocopy = Zerocopy::kNone;
@@ -79,6 +82,9 @@ std::uint64_t default_warmup(std::uint64_t iterations);
 //             with a Result once it has everything.
 //   pingpong: the server echoes each `size`-byte message; count 0: until the
 //             client shuts down.  Then the server sends a Result as well.
+//             With a request size (bytes 12 to 15, 0: none) the client's
+//             messages are requests of that size and the server answers
+//             each with `size` bytes (the pattern at offset i x size).
 constexpr std::uint32_t kHeaderMagic = 0x42504453; // "SDPB"
 constexpr std::uint32_t kResultMagic = 0x52504453; // "SDPR"
 constexpr std::uint8_t kFlagVerify = 1;
@@ -89,6 +95,7 @@ struct Header {
     Mode mode = Mode::kStream;
     std::uint8_t flags = 0;
     std::uint32_t size = 0;
+    std::uint32_t request = 0; // pingpong: request bytes; 0: echo `size`
     std::uint64_t count = 0;
 };
 
@@ -100,7 +107,7 @@ struct Result {
 };
 
 void encode_header(const Header& h, std::uint8_t out[kHeaderLen]);
-// nullopt, with `error` set, on bad magic, mode or size.
+// nullopt, with `error` set, on bad magic, mode, size or request size.
 std::optional<Header> decode_header(const std::uint8_t in[kHeaderLen], std::string& error);
 void encode_result(const Result& r, std::uint8_t out[kResultLen]);
 std::optional<Result> decode_result(const std::uint8_t in[kResultLen]);
@@ -123,6 +130,7 @@ struct Measurement {
     Family family = Family::kInet;
     Mode mode = Mode::kStream;
     std::uint32_t size = 0;
+    std::uint32_t request = 0;  // pingpong with requests: their size (0: an echo)
     double throughput_MBps = 0; // 10^6 bytes per second
     double msgs_per_s = 0;
     std::optional<double> p50_us; // pingpong only

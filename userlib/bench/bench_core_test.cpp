@@ -89,6 +89,22 @@ TEST(ParseArgs, PingpongDefaultsAndWarmup)
     EXPECT_EQ(r.opts.duration_s, 1);
 }
 
+TEST(ParseArgs, PingpongWithRequests)
+{
+    ParseResult r = parse({"client", "--mode", "pingpong", "--sizes", "1m", "--request", "64"});
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.opts.request, 64u);
+    EXPECT_EQ(r.opts.sizes, std::vector<std::uint32_t>{1u << 20});
+
+    r = parse({"client", "--mode=pingpong", "--request=4k"});
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.opts.request, 4096u);
+
+    r = parse({"client", "--mode", "pingpong"});
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.opts.request, 0u) << "an echo unless asked";
+}
+
 TEST(ParseArgs, Server)
 {
     const ParseResult r =
@@ -185,6 +201,11 @@ TEST(ParseArgs, Errors)
         {{"client", "--family", "sdp", "--zcopy-thresh", "2G"}, "bad --zcopy-thresh '2G'"},
         {{"client", "--family", "sdp", "--zcopy-thresh", "off"}, "bad --zcopy-thresh"},
         {{"client", "--family", "sdp", "--zcopy-thresh"}, "--zcopy-thresh needs a value"},
+        {{"client", "--request", "64"}, "--request is for --mode pingpong"},
+        {{"client", "--mode", "pingpong", "--request", "0"}, "bad --request '0'"},
+        {{"client", "--mode", "pingpong", "--request", "1G"}, "bad --request '1G'"},
+        {{"client", "--mode", "pingpong", "--request"}, "--request needs a value"},
+        {{"server", "--mode", "pingpong", "--request", "64"}, "the client sets --request"},
     };
     for (const Case& c : cases) {
         const ParseResult r = parse(c.args);
@@ -233,6 +254,36 @@ TEST(Protocol, HeaderLayoutIsLittleEndian)
     EXPECT_EQ(d->flags, kFlagVerify);
     EXPECT_EQ(d->size, h.size);
     EXPECT_EQ(d->count, h.count);
+}
+
+TEST(Protocol, RequestSizeTravelsInTheHeader)
+{
+    Header h;
+    h.mode = Mode::kPingpong;
+    h.size = 1u << 20;
+    h.request = 0x01020304;
+    h.count = 12;
+    std::uint8_t b[kHeaderLen];
+    encode_header(h, b);
+    EXPECT_EQ(b[12], 0x04);
+    EXPECT_EQ(b[15], 0x01);
+    std::string error;
+    const auto d = decode_header(b, error);
+    ASSERT_TRUE(d) << error;
+    EXPECT_EQ(d->request, h.request);
+    EXPECT_EQ(d->size, h.size);
+    EXPECT_EQ(d->count, h.count);
+
+    h.request = 1u << 30;
+    encode_header(h, b);
+    EXPECT_FALSE(decode_header(b, error));
+    EXPECT_NE(error.find("bad request size"), std::string::npos) << error;
+
+    h.mode = Mode::kStream; // a stream has no requests
+    h.request = 64;
+    encode_header(h, b);
+    EXPECT_FALSE(decode_header(b, error));
+    EXPECT_NE(error.find("bad request size 64"), std::string::npos) << error;
 }
 
 TEST(Protocol, BadHeadersAreRejected)
@@ -385,6 +436,22 @@ TEST(Csv, PingpongLineHasPercentiles)
     const std::string header = csv_header();
     EXPECT_EQ(std::count(line.begin(), line.end(), ','),
               std::count(header.begin(), header.end(), ','));
+}
+
+TEST(Human, SaysTheRequestSize)
+{
+    Measurement m;
+    m.family = Family::kSdp;
+    m.mode = Mode::kPingpong;
+    m.size = 1048576;
+    m.request = 64;
+    m.p50_us = 12345.0;
+    m.p99_us = 23456.0;
+    const std::string s = format_human(m, 1.0);
+    EXPECT_NE(s.find("pingpong 1048576 B: 64 B requests, round trip p50 12345.00 us"),
+              std::string::npos)
+        << s;
+    EXPECT_NE(s.find("MB/s of responses"), std::string::npos) << s;
 }
 
 TEST(Human, MentionsTheNumbers)

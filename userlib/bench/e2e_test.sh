@@ -26,9 +26,9 @@ fail() {
 }
 
 # The server picks a free port and tells it: no clash with parallel tests.
-# Runs: 2 stream (verify) + 1 stream by duration + 2 pingpong + 2 async
-# + 2 zero-copy sends.
-timeout 60 "$bench" server --addr 127.0.0.1 --port 0 --connections 9 > "$dir/server.out" 2> "$dir/server.err" &
+# Runs: 2 stream (verify) + 1 stream by duration + 2 pingpong + 2 requests
+# + 2 async + 2 zero-copy sends.
+timeout 60 "$bench" server --addr 127.0.0.1 --port 0 --connections 11 > "$dir/server.out" 2> "$dir/server.err" &
 server=$!
 port=
 for _ in $(seq 100); do
@@ -61,6 +61,17 @@ grep -Eq '^inet,pingpong,1,[0-9.]+,[0-9.]+,[0-9.]+,[0-9.]+,220,ok$' "$dir/pingpo
 grep -Eq '^inet,pingpong,4096,[0-9.]+,[0-9.]+,[0-9.]+,[0-9.]+,901120,ok$' "$dir/pingpong.csv" ||
 	fail "bad 4 KiB pingpong line"
 
+# Small requests, large responses, verified both ways: the CSV counts the
+# request bytes the server received (100 + 10 warm-up round trips of 64 B).
+client --mode pingpong --sizes 1m,100 --request 64 --iterations 100 --verify --csv \
+	> "$dir/request.csv" || fail "request client failed"
+grep -Eq '^inet,pingpong,1048576,[0-9.]+,[0-9.]+,[0-9.]+,[0-9.]+,7040,ok$' "$dir/request.csv" ||
+	fail "bad 1 MiB response line"
+grep -Eq '^inet,pingpong,100,[0-9.]+,[0-9.]+,[0-9.]+,[0-9.]+,7040,ok$' "$dir/request.csv" ||
+	fail "bad 100 B response line"
+grep -q "pingpong 1048576 B: 7040 bytes received in requests of 64 B, verify ok" "$dir/server.out" ||
+	fail "the server did not report the requests"
+
 # io_uring (or its announced fallback) for both modes.
 client --async --sizes 64k --bytes 8M --verify --csv > "$dir/async.csv" 2> "$dir/async.err" ||
 	fail "async stream client failed"
@@ -87,7 +98,7 @@ grep -Eq '^sdp-bench: stream 65536 B: io_uring SEND_ZC: [1-9][0-9]* NOTIF comple
 
 wait "$server" || fail "server exited with $?"
 server=
-[ "$(grep -c 'verify ok' "$dir/server.out")" = 8 ] || fail "server did not verify 8 runs"
+[ "$(grep -c 'verify ok' "$dir/server.out")" = 10 ] || fail "server did not verify 10 runs"
 
 # Errors: nothing listening (a refused port, no retry), bad option.
 set +e

@@ -796,13 +796,19 @@ std::string serve_one(Io& io, int fd, const Options& o)
                                      std::to_string(want) + " bytes");
         r.elapsed_ns = elapsed_ns(t0, t1);
     } else {
-        std::vector<std::uint8_t> buf(h->size);
+        // Requests of h->request bytes answered with h->size, or an echo.
+        const std::uint32_t req = h->request != 0 ? h->request : h->size;
+        std::vector<std::uint8_t> buf(req), response;
+        if (h->request != 0) {
+            response.resize(h->size);
+            pattern_fill(response.data(), h->size, 0);
+        }
         const auto t0 = Clock::now();
         for (std::uint64_t i = 0; h->count == 0 || i < h->count; i++) {
-            const std::size_t k = io.recv_all(fd, buf.data(), h->size);
+            const std::size_t k = io.recv_all(fd, buf.data(), req);
             if (k == 0 && h->count == 0)
                 break;
-            if (k < h->size)
+            if (k < req)
                 throw std::runtime_error("client closed in the middle of round trip " +
                                          std::to_string(i));
             if (verify && r.status == 0) {
@@ -813,7 +819,13 @@ std::string serve_one(Io& io, int fd, const Options& o)
                 }
             }
             r.bytes += k;
-            io.send_all(fd, buf.data(), h->size);
+            if (h->request == 0) {
+                io.send_all(fd, buf.data(), h->size);
+                continue;
+            }
+            if (verify)
+                pattern_fill(response.data(), h->size, i * h->size);
+            io.send_all(fd, response.data(), h->size);
         }
         r.elapsed_ns = elapsed_ns(t0, Clock::now());
     }
@@ -824,6 +836,8 @@ std::string serve_one(Io& io, int fd, const Options& o)
     const double s = static_cast<double>(r.elapsed_ns) / 1e9;
     std::string line = std::string(mode_name(h->mode)) + " " + std::to_string(h->size) +
                        " B: " + std::to_string(r.bytes) + " bytes received";
+    if (h->request != 0)
+        line += " in requests of " + std::to_string(h->request) + " B";
     if (h->mode == Mode::kStream && s > 0) {
         char buf[64];
         std::snprintf(buf, sizeof buf, ", %.2f MB/s", static_cast<double>(r.bytes) / s / 1e6);
@@ -1004,13 +1018,16 @@ Measurement run_pingpong(Io& io, int fd, const Options& o, std::uint32_t size)
     h.mode = Mode::kPingpong;
     h.flags = o.verify ? kFlagVerify : 0;
     h.size = size;
+    h.request = o.request;
     h.count = count;
     std::uint8_t hbuf[kHeaderLen];
     encode_header(h, hbuf);
     io.send_all(fd, hbuf, kHeaderLen);
 
-    std::vector<std::uint8_t> out(size), in(size);
-    pattern_fill(out.data(), size, 0);
+    // Requests of o.request bytes, each answered with `size`; or an echo.
+    const std::uint32_t req = o.request != 0 ? o.request : size;
+    std::vector<std::uint8_t> out(req), in(size);
+    pattern_fill(out.data(), req, 0);
     std::vector<double> rtt_us;
     rtt_us.reserve(o.iterations != 0 ? o.iterations : 100000);
     double measured_s = 0;
@@ -1026,16 +1043,16 @@ Measurement run_pingpong(Io& io, int fd, const Options& o, std::uint32_t size)
             measure_start = Clock::now();
         const std::uint64_t offset = i * size;
         if (o.verify)
-            pattern_fill(out.data(), size, offset);
+            pattern_fill(out.data(), req, i * req);
         const auto a = Clock::now();
-        io.send_all(fd, out.data(), size);
+        io.send_all(fd, out.data(), req);
         if (io.recv_all(fd, in.data(), size) < size)
             throw std::runtime_error("server closed during round trip " + std::to_string(i));
         const auto b = Clock::now();
         if (o.verify) {
             const std::size_t at = pattern_check(in.data(), size, offset);
             if (at != size)
-                throw std::runtime_error("verification FAILED: echoed byte at offset " +
+                throw std::runtime_error("verification FAILED: received byte at offset " +
                                          std::to_string(offset + at) + " differs");
         }
         if (i >= o.warmup) {
@@ -1052,9 +1069,9 @@ Measurement run_pingpong(Io& io, int fd, const Options& o, std::uint32_t size)
     const auto r = decode_result(rbuf);
     if (!r)
         throw std::runtime_error("bad result from the server");
-    if (r->bytes != i * size)
-        throw std::runtime_error("server echoed " + std::to_string(r->bytes) +
-                                 " bytes, client sent " + std::to_string(i * size));
+    if (r->bytes != i * req)
+        throw std::runtime_error("server received " + std::to_string(r->bytes) +
+                                 " bytes, client sent " + std::to_string(i * req));
     if (r->status != 0)
         throw std::runtime_error("verification FAILED: the server saw a wrong byte at offset " +
                                  std::to_string(r->bad_offset));
@@ -1063,7 +1080,8 @@ Measurement run_pingpong(Io& io, int fd, const Options& o, std::uint32_t size)
     m.family = o.family;
     m.mode = Mode::kPingpong;
     m.size = size;
-    m.bytes = i * size;
+    m.request = o.request;
+    m.bytes = i * req;
     if (!rtt_us.empty()) {
         m.p50_us = percentile(rtt_us, 50);
         m.p99_us = percentile(rtt_us, 99);
