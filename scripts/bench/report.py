@@ -196,66 +196,59 @@ def zc_api_table(data, sizes, lines):
     lines.append("")
 
 
+def round_trip_table(data, sizes, lines, prefix, title, ref, ref_label, messages, notes):
+    """A round trip at the zero-copy sizes over SDP and SDP bcopy, next to a
+    reference (ref: its (tool, family) and metric prefix) and to `messages`
+    messages of the size at the one-in-flight RDMA Write rate."""
+    get = lambda tool, fam, metric, s: data.get((tool, fam, metric), {}).get(s)
+    if not any(get("sdp-bench", f, prefix + "_p50", s) is not None
+               for f in ("sdp", "sdp-bcopy") for s in sizes):
+        return
+    lines.append(title)
+    lines.append(f"  {'size':>8}{ref_label:>11}{'write 1':>11}{'SDP':>11}{'SDP bcopy':>11}"
+                 f"{'SDP/' + ref_label.split()[0]:>10}{'SDP/write 1':>13}{'SDP/bcopy':>11}"
+                 f"{'RDMA W/R':>11}{'copies/B':>10}")
+    ms = lambda v: None if v is None else v / 1000
+    for s in sizes:
+        reference = get(ref[0], ref[1], ref[2] + "_p50", s)
+        bw1 = get("ib_write_bw", "verbs-1", "throughput", s)
+        one = messages * s / bw1 if bw1 else None  # us: bytes / (10^6 B/s) x 10^6
+        sdp = get("sdp-bench", "sdp", prefix + "_p50", s)
+        bcopy = get("sdp-bench", "sdp-bcopy", prefix + "_p50", s)
+        writes = get("sdp-bench", "sdp", prefix + "_zcopy_rdma_writes", s)
+        reads = get("sdp-bench", "sdp", prefix + "_zcopy_rdma_reads", s)
+        wr = "n/a" if writes is None or reads is None else f"{writes:.0f}/{reads:.0f}"
+        lines.append(f"  {size_text(s):>8}{fmt(ms(reference)):>11}{fmt(ms(one)):>11}"
+                     f"{fmt(ms(sdp)):>11}{fmt(ms(bcopy)):>11}{fmt(ratio(sdp, reference)):>10}"
+                     f"{fmt(ratio(sdp, one)):>13}{fmt(ratio(sdp, bcopy)):>11}{wr:>11}"
+                     f"{fmt(get('sdp-bench', 'sdp', prefix + '_copies_per_byte', s), 4):>10}")
+    lines.extend("  " + n for n in notes)
+    lines.append("")
+
+
 def rr_table(data, sizes, lines):
     """Request/response at the zero-copy sizes: SDP's ping-pong next to an
     RDMA Write ping-pong."""
-    get = lambda tool, fam, metric, s: data.get((tool, fam, metric), {}).get(s)
-    if not any(get("sdp-bench", f, "rr_p50", s) is not None
-               for f in ("sdp", "sdp-bcopy") for s in sizes):
-        return
-    lines.append("Request/response at the zero-copy sizes: ping-pong round trip p50, ms (best run)")
-    lines.append(f"  {'size':>8}{'raw write':>11}{'write 1':>11}{'SDP':>11}{'SDP bcopy':>11}"
-                 f"{'SDP/raw':>10}{'SDP/write 1':>13}{'SDP/bcopy':>11}{'RDMA W/R':>11}{'copies/B':>10}")
-    for s in sizes:
-        raw = get("ib_write_lat", "verbs", "rr_p50", s)
-        # Both messages of a round trip at the one-in-flight RDMA Write rate.
-        bw1 = get("ib_write_bw", "verbs-1", "throughput", s)
-        one = 2 * s / bw1 if bw1 else None  # us: bytes / (10^6 B/s) x 10^6
-        sdp = get("sdp-bench", "sdp", "rr_p50", s)
-        bcopy = get("sdp-bench", "sdp-bcopy", "rr_p50", s)
-        ms = lambda v: None if v is None else v / 1000
-        writes = get("sdp-bench", "sdp", "rr_zcopy_rdma_writes", s)
-        reads = get("sdp-bench", "sdp", "rr_zcopy_rdma_reads", s)
-        wr = "n/a" if writes is None or reads is None else f"{writes:.0f}/{reads:.0f}"
-        lines.append(f"  {size_text(s):>8}{fmt(ms(raw)):>11}{fmt(ms(one)):>11}{fmt(ms(sdp)):>11}"
-                     f"{fmt(ms(bcopy)):>11}{fmt(ratio(sdp, raw)):>10}{fmt(ratio(sdp, one)):>13}"
-                     f"{fmt(ratio(sdp, bcopy)):>11}{wr:>11}"
-                     f"{fmt(get('sdp-bench', 'sdp', 'rr_copies_per_byte', s), 4):>10}")
-    lines.append("  raw write: ib_write_lat -R (an RDMA Write ping-pong; both processes busy-poll, which")
-    lines.append("  competes with Soft-RoCE for the guest's CPUs); write 1: two messages at the rate of")
-    lines.append("  ib_write_bw -t 1 (one write in flight); RDMA W/R: SDP's RDMA Writes (into a waiting")
-    lines.append("  receiver's SinkAvails) and Reads (of SrcAvails) in the whole run.")
-    lines.append("")
+    round_trip_table(
+        data, sizes, lines, "rr",
+        "Request/response at the zero-copy sizes: ping-pong round trip p50, ms (best run)",
+        ("ib_write_lat", "verbs", "rr"), "raw write", 2,
+        ["raw write: ib_write_lat -R (an RDMA Write ping-pong; both processes busy-poll, which",
+         "competes with Soft-RoCE for the guest's CPUs); write 1: two messages at the rate of",
+         "ib_write_bw -t 1 (one write in flight); RDMA W/R: SDP's RDMA Writes (into a waiting",
+         "receiver's SinkAvails) and Reads (of SrcAvails) in the whole run."])
 
 
 def get_table(data, sizes, lines):
     """A small request answered with a large response: SDP next to TCP and
     to one response at the one-in-flight RDMA Write rate."""
-    get = lambda tool, fam, metric, s: data.get((tool, fam, metric), {}).get(s)
-    if not any(get("sdp-bench", f, "get_p50", s) is not None
-               for f in ("sdp", "sdp-bcopy") for s in sizes):
-        return
-    lines.append("Small request, large response (64 B out, the size back): round trip p50, ms (best run)")
-    lines.append(f"  {'size':>8}{'TCP':>9}{'write 1':>10}{'SDP':>9}{'SDP bcopy':>11}"
-                 f"{'SDP/TCP':>9}{'SDP/write 1':>13}{'SDP/bcopy':>11}{'RDMA W/R':>10}{'copies/B':>10}")
-    for s in sizes:
-        tcp = get("sdp-bench", "inet", "get_p50", s)
-        bw1 = get("ib_write_bw", "verbs-1", "throughput", s)
-        one = s / bw1 if bw1 else None  # us: bytes / (10^6 B/s) x 10^6
-        sdp = get("sdp-bench", "sdp", "get_p50", s)
-        bcopy = get("sdp-bench", "sdp-bcopy", "get_p50", s)
-        ms = lambda v: None if v is None else v / 1000
-        writes = get("sdp-bench", "sdp", "get_zcopy_rdma_writes", s)
-        reads = get("sdp-bench", "sdp", "get_zcopy_rdma_reads", s)
-        wr = "n/a" if writes is None or reads is None else f"{writes:.0f}/{reads:.0f}"
-        lines.append(f"  {size_text(s):>8}{fmt(ms(tcp)):>9}{fmt(ms(one)):>10}{fmt(ms(sdp)):>9}"
-                     f"{fmt(ms(bcopy)):>11}{fmt(ratio(sdp, tcp)):>9}{fmt(ratio(sdp, one)):>13}"
-                     f"{fmt(ratio(sdp, bcopy)):>11}{wr:>10}"
-                     f"{fmt(get('sdp-bench', 'sdp', 'get_copies_per_byte', s), 4):>10}")
-    lines.append("  TCP: the same program over TCP in the guest (loopback, no RDMA); write 1: one")
-    lines.append("  response at the rate of ib_write_bw -t 1, no request; RDMA W/R: SDP's RDMA Writes")
-    lines.append("  (into the requester's SinkAvails) and Reads (of the responder's SrcAvails), whole run.")
-    lines.append("")
+    round_trip_table(
+        data, sizes, lines, "get",
+        "Small request, large response (64 B out, the size back): round trip p50, ms (best run)",
+        ("sdp-bench", "inet", "get"), "TCP", 1,
+        ["TCP: the same program over TCP in the guest (loopback, no RDMA); write 1: one",
+         "response at the rate of ib_write_bw -t 1, no request; RDMA W/R: SDP's RDMA Writes",
+         "(into the requester's SinkAvails) and Reads (of the responder's SrcAvails), whole run."])
 
 
 def pin_table(data, lines):
