@@ -77,6 +77,8 @@ struct SideConfig {
     // when the send ring is full) and shuts down after the peer's EOF once
     // everything is echoed.  Its stream is what it read: `bytes`,
     // `max_write`, `shutdown_per_mille` and `urgent_per_mille` do not apply.
+    // With zcopy_thresh it writes back by zero copy, as a kernel consumer
+    // does; it never advertises (sink_avail), as kernel memory is not.
     bool echo = false;
     // Request/response style: TCP_CORK set from the start, cleared and the
     // socket shut down only after reading the peer's whole stream (EOF).

@@ -259,7 +259,7 @@ inline sdp_core_zc_status World::zc_status(const Side& d)
 
 inline bool World::zcopy_writer(const Side& d)
 {
-    return d.cfg.zcopy_thresh > 0 && !d.cfg.echo;
+    return d.cfg.zcopy_thresh > 0;
 }
 
 inline unsigned long long World::src_base(int s)

@@ -1089,6 +1089,38 @@ TEST(SimZcopy, EchoServerReadsByRdma)
     EXPECT_GT(t.s.read_bytes, 0u);
 }
 
+// The echo server writes back by zero copy too, as sdp_kecho does (a kernel
+// consumer offers SrcAvails and never advertises its memory); the client
+// writes by SrcAvail and reads into SinkAvails.
+TEST(SimZcopy, EchoServerWritesByZeroCopy)
+{
+    ZcTotals t;
+    const std::uint64_t seeds = Seeds(200);
+    for (std::uint64_t seed = 1; seed <= seeds; seed++) {
+        Echo e = RandomEcho(seed, EchoShape{});
+        Rng rng(seed * 37 + 11);
+        SideConfig& client = e.a.echo ? e.b : e.a;
+        SideConfig& server = e.a.echo ? e.a : e.b;
+        client.zcopy_thresh = static_cast<unsigned>(rng.range(50, 2000));
+        client.zcopy_chunk = static_cast<unsigned>(rng.range(50, 4000));
+        client.max_write =
+            static_cast<unsigned>(rng.range(1, std::uint64_t{3} * client.zcopy_thresh));
+        client.max_read = static_cast<unsigned>(
+            rng.range(client.zcopy_thresh, std::uint64_t{3} * client.zcopy_thresh));
+        client.sink_avail = rng.per_mille(800);
+        client.sink_pieces = static_cast<unsigned>(rng.range(1, 4));
+        client.bytes = std::max<std::size_t>(client.bytes, 3000);
+        server.zcopy_thresh = static_cast<unsigned>(rng.range(50, 2000));
+        server.zcopy_chunk = static_cast<unsigned>(rng.range(50, 4000));
+        server.max_write = ~0u;
+        const Result r = Simulate(seed, e.a, e.b, e.w);
+        ASSERT_SIM_OK(r);
+        Add(&t, r);
+    }
+    Print("zero-copy echo", t);
+    EXPECT_GT(t.s.read_bytes, 0u);
+}
+
 // A glue that offers its chunk while segments are still queued ahead of it
 // sends stream bytes out of order: caught when the SrcAvail arrives.
 TEST(SimChecks, CatchZeroCopyOvertakingQueuedSegments)
