@@ -165,6 +165,16 @@ static bool sdp_rx_trim(struct sdp_sock *ssk, struct sdp_buf *b)
 	/* The grow work registers replacements it holds (sdp_ringmr.c). */
 	if (ssk->reg_hold)
 		return false;
+	/*
+	 * Not while fewer than the first number are posted: buffers that hold
+	 * unread data are live but take nothing in.  Given back below that,
+	 * the peer could be left with no credit at all, unable to send even
+	 * the RdmaRdCompl or SendSM our blocked send waits for, while our
+	 * reader waits for that send (an echo server whose ring is full).
+	 * The ring shrinks as the reader catches up.
+	 */
+	if (sdp_rx_posted(ssk) < ssk->rx_base)
+		return false;
 	if (sdp_rx_live(rx) <= ssk->rx_base) {
 		ssk->rx_trim = false;
 		/* The work item takes the CQ back to its first size. */

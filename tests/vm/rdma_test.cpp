@@ -741,6 +741,109 @@ TEST(BufferGrowth, AddedBuffersGoBackWhenTheStreamIdles)
     stream_checked(p.server.get(), p.client.get(), 1u << 20);
 }
 
+// A receive ring full of unread data still takes in the messages its own
+// sends wait for.  The client's stream fills the server's ring, which added
+// buffers for it, and idles, so the ring gives its added buffers back as
+// they come free; then the server, still not reading, sends, and the client
+// reads.  Each of the client's answers (RdmaRdCompl, SinkAvail, credit
+// updates) takes one of the server's posted buffers.  Given back instead of
+// posted again, they left the client without a credit while the server's
+// send waited for its RdmaRdCompl: the kernel echo server (which reads only
+// after its send returned) met that deadlock under load.  Returns what went
+// wrong, "" if nothing.
+std::string sends_behind_unread_data(int client, int server)
+{
+    constexpr size_t kUp = 200000; // client to server, left unread
+    constexpr size_t kMsg = 128 * 1024;
+    constexpr size_t kMsgs = 48; // server to client, read as they come
+    std::vector<unsigned char> up(kUp);
+    for (size_t i = 0; i < kUp; i++)
+        up[i] = static_cast<unsigned char>(i * 11 + 5);
+    for (size_t sent = 0; sent < kUp;) {
+        // Below the zero-copy threshold: into the server's ring.
+        const ssize_t k = send(client, up.data() + sent, std::min<size_t>(32768, kUp - sent), 0);
+        if (k <= 0)
+            return std::string("client send: ") + strerror(errno);
+        sent += static_cast<size_t>(k);
+    }
+    // Long enough for the client's stream to count as idle (buf_idle_ms).
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    const timeval bound{20, 0};
+    if (setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof(bound)) != 0 ||
+        setsockopt(server, SOL_SOCKET, SO_SNDTIMEO, &bound, sizeof(bound)) != 0)
+        return std::string("SO_RCVTIMEO/SO_SNDTIMEO: ") + strerror(errno);
+    std::string send_err;
+    std::thread writer([&] {
+        std::vector<unsigned char> out(kMsg);
+        for (size_t m = 0; m < kMsgs; m++) {
+            for (size_t i = 0; i < kMsg; i++)
+                out[i] = static_cast<unsigned char>((m * kMsg + i) * 7 + 3);
+            for (size_t off = 0; off < kMsg;) {
+                const ssize_t k = send(server, out.data() + off, kMsg - off, 0);
+                if (k <= 0) {
+                    send_err =
+                        "server send of message " + std::to_string(m) + ": " + strerror(errno);
+                    return;
+                }
+                off += static_cast<size_t>(k);
+            }
+        }
+    });
+    std::string err;
+    std::vector<unsigned char> in(1 << 20);
+    for (size_t got = 0; got < kMsg * kMsgs && err.empty();) {
+        const ssize_t r = recv(client, in.data(), std::min(in.size(), kMsg * kMsgs - got), 0);
+        if (r <= 0) {
+            err = "the client received " + std::to_string(got) + " of " +
+                  std::to_string(kMsg * kMsgs) + " bytes: " + (r == 0 ? "EOF" : strerror(errno));
+            break;
+        }
+        for (ssize_t i = 0; i < r && err.empty(); i++) {
+            if (in[i] != static_cast<unsigned char>((got + i) * 7 + 3))
+                err = "byte " + std::to_string(got + i) + " from the server differs";
+        }
+        got += static_cast<size_t>(r);
+    }
+    writer.join();
+    if (err.empty())
+        err = send_err;
+    if (!err.empty())
+        return err;
+    std::vector<unsigned char> back(kUp);
+    for (size_t got = 0; got < kUp;) {
+        const ssize_t r = recv(server, back.data() + got, kUp - got, 0);
+        if (r <= 0)
+            return "the server read " + std::to_string(got) + " of the client's bytes";
+        got += static_cast<size_t>(r);
+    }
+    return back == up ? "" : "the client's bytes arrived corrupted";
+}
+
+TEST(BufferGrowth, SendsGoOnWhileTheRingIsFullOfUnreadData)
+{
+    {
+        Fd l(socket(AF_INET, SOCK_STREAM, 0));
+        const sockaddr_in a = make_addr(kAddrA, 7125);
+        ASSERT_EQ(bind(l.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0);
+        ASSERT_EQ(listen(l.get(), 1), 0);
+        Fd c(socket(AF_INET, SOCK_STREAM, 0));
+        ASSERT_EQ(connect(c.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0);
+        Fd s(accept(l.get(), nullptr, nullptr));
+        ASSERT_EQ(sends_behind_unread_data(c.get(), s.get()), "") << "over TCP";
+    }
+    const SysctlFor small("buf_size_initial", "4096");
+    const SysctlFor idle("buf_idle_ms", "200");
+    const auto before = counters();
+    Pair p = connected_pair(kAddrA, 7126);
+    ASSERT_GE(p.server.get(), 0);
+    ASSERT_EQ(sends_behind_unread_data(p.client.get(), p.server.get()), "");
+    EXPECT_GT(counter_delta(before, "rx_buffers_added"), 0u) << "the ring never grew";
+    EXPECT_GT(counter_delta(before, "zcopy_rdma_reads"), 0u) << "no zero copy";
+    // And the connection goes on, both ways.
+    stream_checked(p.client.get(), p.server.get(), 1u << 20);
+    stream_checked(p.server.get(), p.client.get(), 1u << 20);
+}
+
 // sdp.ko's test hook (kernel/sdp_fault.c): the next allocation of `kind`
 // fails, as when the memory is not there: 32 the growth of receive
 // buffers at the peer's request (the ring then takes a lagging reader's
