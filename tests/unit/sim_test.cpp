@@ -1061,6 +1061,22 @@ TEST(SimZcopy, SendSendDeadlockEndsBySendSm)
     EXPECT_GT(t.s.deadlock_sms, 30u);
 }
 
+// The client of a zero-copy echo run: it writes by SrcAvail (random
+// threshold and chunk), reads up to three thresholds at a time (from
+// min_read bytes, 0: from the threshold, so that it may advertise) and
+// advertises its buffer sink_per_mille of the runs.
+void ZeroCopyEchoClient(Rng& rng, SideConfig* client, unsigned min_read, unsigned sink_per_mille)
+{
+    client->zcopy_thresh = static_cast<unsigned>(rng.range(50, 2000));
+    client->zcopy_chunk = static_cast<unsigned>(rng.range(50, 4000));
+    client->max_write =
+        static_cast<unsigned>(rng.range(1, std::uint64_t{3} * client->zcopy_thresh));
+    client->max_read = static_cast<unsigned>(rng.range(
+        min_read != 0 ? min_read : client->zcopy_thresh, std::uint64_t{3} * client->zcopy_thresh));
+    client->sink_avail = rng.per_mille(sink_per_mille);
+    client->bytes = std::max<std::size_t>(client->bytes, 3000);
+}
+
 // A zero-copy client and an echo server (which reads the client's SrcAvails
 // by RDMA Read and writes back by bcopy).
 TEST(SimZcopy, EchoServerReadsByRdma)
@@ -1070,15 +1086,7 @@ TEST(SimZcopy, EchoServerReadsByRdma)
     for (std::uint64_t seed = 1; seed <= seeds; seed++) {
         Echo e = RandomEcho(seed, EchoShape{});
         Rng rng(seed * 31 + 5);
-        SideConfig& client = e.a.echo ? e.b : e.a;
-        client.zcopy_thresh = static_cast<unsigned>(rng.range(50, 2000));
-        client.zcopy_chunk = static_cast<unsigned>(rng.range(50, 4000));
-        client.max_write =
-            static_cast<unsigned>(rng.range(1, std::uint64_t{3} * client.zcopy_thresh));
-        client.max_read =
-            static_cast<unsigned>(rng.range(1, std::uint64_t{3} * client.zcopy_thresh));
-        client.sink_avail = rng.per_mille(500);
-        client.bytes = std::max<std::size_t>(client.bytes, 3000);
+        ZeroCopyEchoClient(rng, e.a.echo ? &e.b : &e.a, 1, 500);
         e.w.signal = static_cast<unsigned>(rng.range(0, 2));
         e.w.grace = static_cast<unsigned>(rng.range(0, 1));
         const Result r = Simulate(seed, e.a, e.b, e.w);
@@ -1101,15 +1109,8 @@ TEST(SimZcopy, EchoServerWritesByZeroCopy)
         Rng rng(seed * 37 + 11);
         SideConfig& client = e.a.echo ? e.b : e.a;
         SideConfig& server = e.a.echo ? e.a : e.b;
-        client.zcopy_thresh = static_cast<unsigned>(rng.range(50, 2000));
-        client.zcopy_chunk = static_cast<unsigned>(rng.range(50, 4000));
-        client.max_write =
-            static_cast<unsigned>(rng.range(1, std::uint64_t{3} * client.zcopy_thresh));
-        client.max_read = static_cast<unsigned>(
-            rng.range(client.zcopy_thresh, std::uint64_t{3} * client.zcopy_thresh));
-        client.sink_avail = rng.per_mille(800);
+        ZeroCopyEchoClient(rng, &client, 0, 800);
         client.sink_pieces = static_cast<unsigned>(rng.range(1, 4));
-        client.bytes = std::max<std::size_t>(client.bytes, 3000);
         server.zcopy_thresh = static_cast<unsigned>(rng.range(50, 2000));
         server.zcopy_chunk = static_cast<unsigned>(rng.range(50, 4000));
         server.max_write = ~0u;

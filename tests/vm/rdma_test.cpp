@@ -587,14 +587,9 @@ TEST(BufferGrowth, AWriterAheadOfItsReaderDoesNotStall)
 {
     const size_t n = 400000;
     {
-        Fd l(socket(AF_INET, SOCK_STREAM, 0));
-        const sockaddr_in a = make_addr(kAddrA, 7113);
-        ASSERT_EQ(bind(l.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0);
-        ASSERT_EQ(listen(l.get(), 1), 0);
-        Fd c(socket(AF_INET, SOCK_STREAM, 0));
-        ASSERT_EQ(connect(c.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0);
-        Fd s(accept(l.get(), nullptr, nullptr));
-        ASSERT_TRUE(written_before_read(s.get(), c.get(), n)) << "TCP stalled";
+        Pair t = tcp_pair(kAddrA, 7113);
+        ASSERT_GE(t.server.get(), 0);
+        ASSERT_TRUE(written_before_read(t.server.get(), t.client.get(), n)) << "TCP stalled";
     }
     const SysctlFor small("buf_size_initial", "4096");
     const auto before = counters();
@@ -828,14 +823,9 @@ std::string sends_behind_unread_data(int client, int server)
 TEST(BufferGrowth, SendsGoOnWhileTheRingIsFullOfUnreadData)
 {
     {
-        Fd l(socket(AF_INET, SOCK_STREAM, 0));
-        const sockaddr_in a = make_addr(kAddrA, 7125);
-        ASSERT_EQ(bind(l.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0);
-        ASSERT_EQ(listen(l.get(), 1), 0);
-        Fd c(socket(AF_INET, SOCK_STREAM, 0));
-        ASSERT_EQ(connect(c.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0);
-        Fd s(accept(l.get(), nullptr, nullptr));
-        ASSERT_EQ(sends_behind_unread_data(c.get(), s.get()), "") << "over TCP";
+        Pair t = tcp_pair(kAddrA, 7125);
+        ASSERT_GE(t.server.get(), 0);
+        ASSERT_EQ(sends_behind_unread_data(t.client.get(), t.server.get()), "") << "over TCP";
     }
     const SysctlFor small("buf_size_initial", "4096");
     const SysctlFor idle("buf_idle_ms", "200");

@@ -124,6 +124,24 @@ inline Pair connected_pair(const char* ip, int port)
     return p;
 }
 
+// The same over TCP, for the tests that run a scenario over TCP first (the
+// oracle).
+inline Pair tcp_pair(const char* ip, int port)
+{
+    Pair p;
+    const sockaddr_in a = make_addr(ip, port);
+    p.listener = Fd(socket(AF_INET, SOCK_STREAM, 0));
+    EXPECT_EQ(bind(p.listener.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0)
+        << strerror(errno);
+    EXPECT_EQ(listen(p.listener.get(), 1), 0) << strerror(errno);
+    p.client = Fd(socket(AF_INET, SOCK_STREAM, 0));
+    EXPECT_EQ(connect(p.client.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0)
+        << strerror(errno);
+    p.server = Fd(accept(p.listener.get(), nullptr, nullptr));
+    EXPECT_GE(p.server.get(), 0) << strerror(errno);
+    return p;
+}
+
 inline std::map<std::string, unsigned long long> counters()
 {
     std::map<std::string, unsigned long long> out;
