@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <netinet/in.h>
+#include <poll.h>
 #include <string>
 #include <string_view>
 #include <sys/socket.h>
@@ -227,6 +228,12 @@ int wait_poll(int fd, int events, int timeout_ms = 10000);
 int poll_now(int fd);
 // Poll until (revents & want) == want, then return the full current mask.
 int poll_until(int fd, int want, int timeout_ms = 10000);
+// What to wait for to see a closed connection's final mask.  TCP's
+// tcp_done() sets TCP_CLOSE (poll: HUP) before it sets sk_shutdown
+// (IN|RDHUP, and no more OUT): a poll between the two sees OUT|ERR|HUP, a
+// window a slow kernel widens.  Every connection that ends, by reset or by
+// FIN both ways, ends with both bits.
+constexpr int kClosedMask = POLLHUP | POLLRDHUP;
 bool wait_until(const std::function<bool()>& pred, int timeout_ms = 10000);
 void sleep_ms(int ms);
 int inq(int fd);                          // SIOCINQ or -errno

@@ -805,7 +805,7 @@ SCENARIO("conn.abort_before_accept")
     l.rec_fd("accept", r);
     if (r.ok()) {
         Fd s(static_cast<int>(r.rc));
-        l.txt("poll", poll_text(poll_until(s, POLLHUP)));
+        l.txt("poll", poll_text(poll_until(s, kClosedMask)));
         char b = 0;
         l.rec("recv", CALL(recv(s, &b, 1, 0)));
         l.rec("recv again", CALL(recv(s, &b, 1, 0)));
@@ -839,7 +839,7 @@ SCENARIO("conn.listener_close_resets_pending")
     l.rec("send", CALL(send(c, "abc", 3, MSG_NOSIGNAL)));
     l.txt("listener poll", poll_text(wait_poll(ls, POLLIN)));
     l.rec("close listener", CALL(close(ls.release())));
-    l.txt("cli poll", poll_text(poll_until(c, POLLHUP)));
+    l.txt("cli poll", poll_text(poll_until(c, kClosedMask)));
     char b = 0;
     l.rec("cli recv", CALL(recv(c, &b, 1, 0)));
     l.rec("cli recv again", CALL(recv(c, &b, 1, 0)));

@@ -195,7 +195,7 @@ SCENARIO46("poll", "reset")
     const linger lg{1, 0};
     setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
     l.rec("cli abort", CALL(close(c.release())));
-    l.txt("wait HUP", poll_text(poll_until(s, POLLHUP)));
+    l.txt("wait HUP", poll_text(poll_until(s, kClosedMask)));
     masks(l, "srv", s);
     l.txt("srv select", select_text(s));
     l.txt("SO_ERROR", errname(int_opt(s, SOL_SOCKET, SO_ERROR)));
@@ -271,8 +271,8 @@ SCENARIO46("poll", "both_directions_closed")
     l.rec("cli shutdown WR", CALL(shutdown(c, SHUT_WR)));
     poll_until(s, POLLRDHUP);
     l.rec("srv shutdown WR", CALL(shutdown(s, SHUT_WR)));
-    l.txt("cli wait HUP", poll_text(poll_until(c, POLLHUP)));
-    l.txt("srv wait HUP", poll_text(poll_until(s, POLLHUP)));
+    l.txt("cli wait HUP", poll_text(poll_until(c, kClosedMask)));
+    l.txt("srv wait HUP", poll_text(poll_until(s, kClosedMask)));
     masks(l, "cli", c);
     masks(l, "srv", s);
 }
