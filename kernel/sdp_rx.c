@@ -114,37 +114,44 @@ static void sdp_rx_grow_check(struct sdp_sock *ssk)
 }
 
 /*
- * More receive buffers for a reader that lags.  Unread data holds its
- * buffers until recvmsg() copies it out, so a ring of small buffers takes
- * in less than one of full-size buffers: a writer that sends a few hundred
- * kilobytes before its peer reads (TCP takes that) would stall.  When
- * unread data has taken all but a quarter of the ring, sdp_rx_add_work()
- * adds buffers (of the current size), up to rx_unread_max unread bytes,
- * the ring's cap, and twice rx_unread_max of buffer memory.  Once the
- * reader has caught up, or the peer's stream idles (its ChRcvBuf asks for
- * smaller buffers), those beyond the first number are given back as they
- * come free instead of being posted again (sdp_rx_trim()).  The
- * credits they stood for were spent by the messages that filled them, so
- * the peer never counts on a buffer that is gone.
+ * More receive buffers for a reader that lags, given back once it caught
+ * up or the peer's stream idled: how many is the core's decision
+ * (sdp_core_rx_free_buffer(), sdp_core_rx_more_wanted()); the work item
+ * adds them (sdp_rx_add()), sdp_post_recvs() gives them back.
  */
 static u32 sdp_rx_live(const struct sdp_ring *rx)
 {
 	return rx->count - rx->empty;
 }
 
-static bool sdp_rx_more_wanted(struct sdp_sock *ssk)
+/* The ring as the core's decisions see it. */
+static void sdp_rx_ring_state(struct sdp_sock *ssk, struct sdp_core_rx_ring *st)
 {
 	struct sdp_ring *rx = &ssk->rx;
-	/* Beyond the CQ's room only if it may still grow. */
-	u32 limit = ssk->cq_grow_refused ? min(rx->cap, ssk->rx_cq_room) :
-					   rx->cap;
 
 	sock_owned_by_me(&ssk->sk);
 
-	/* Not while added buffers are being given back (sdp_rx_trim()). */
-	return !ssk->rx_trim && sdp_rx_live(rx) < limit && !rx->nfree &&
-	       sdp_rx_posted(ssk) <= sdp_rx_live(rx) / 4 &&
-	       ssk->rcv_nxt - ssk->copied_seq < ssk->rx_unread_max;
+	*st = (struct sdp_core_rx_ring){
+		.live = sdp_rx_live(rx),
+		.posted = sdp_rx_posted(ssk),
+		.free = rx->nfree,
+		.base = ssk->rx_base,
+		.cap = rx->cap,
+		/* Beyond the CQ's room only if it may still grow. */
+		.limit = ssk->cq_grow_refused ?
+				 min(rx->cap, ssk->rx_cq_room) : rx->cap,
+		.unread = ssk->rcv_nxt - ssk->copied_seq,
+		.unread_max = ssk->rx_unread_max,
+		.trim = ssk->rx_trim,
+	};
+}
+
+static bool sdp_rx_more_wanted(struct sdp_sock *ssk)
+{
+	struct sdp_core_rx_ring st;
+
+	sdp_rx_ring_state(ssk, &st);
+	return sdp_core_rx_more_wanted(&st);
 }
 
 /* A free buffer given back instead of posted again; true if it was. */
@@ -152,34 +159,22 @@ static bool sdp_rx_trim(struct sdp_sock *ssk, struct sdp_buf *b)
 {
 	struct sdp_ring *rx = &ssk->rx;
 	struct ib_device *dev = ssk->pd->device;
+	struct sdp_core_rx_ring st;
 
-	sock_owned_by_me(&ssk->sk);
-
-	/* Added buffers go back once the peer's stream idled (rx_trim), and
-	 * as they come free while the reader has caught up: they were added
-	 * for a backlog that is gone.  If one builds up again the work item
-	 * adds them again.
-	 */
-	if (!ssk->rx_trim && ssk->rcv_nxt != ssk->copied_seq)
-		return false;
 	/* The grow work registers replacements it holds (sdp_ringmr.c). */
 	if (ssk->reg_hold)
 		return false;
-	/*
-	 * Not while fewer than the first number are posted: buffers that hold
-	 * unread data are live but take nothing in.  Given back below that,
-	 * the peer could be left with no credit at all, unable to send even
-	 * the RdmaRdCompl or SendSM our blocked send waits for, while our
-	 * reader waits for that send (an echo server whose ring is full).
-	 * The ring shrinks as the reader catches up.
-	 */
-	if (sdp_rx_posted(ssk) < ssk->rx_base)
-		return false;
-	if (sdp_rx_live(rx) <= ssk->rx_base) {
+	sdp_rx_ring_state(ssk, &st);
+	switch (sdp_core_rx_free_buffer(&st)) {
+	case SDP_RX_FREE_GIVE_BACK:
+		break;
+	case SDP_RX_FREE_AT_BASE:
 		ssk->rx_trim = false;
 		/* The work item takes the CQ back to its first size. */
 		if (ssk->cq->cqe > ssk->cq_base)
 			sdp_grow_queue(&ssk->sk);
+		return false;
+	default:
 		return false;
 	}
 	sdp_buf_release(dev, b->next, b->next_dma, b->next_size,
@@ -218,6 +213,7 @@ static bool sdp_rx_add(struct sdp_sock *ssk)
 	struct ib_device *dev = ssk->pd->device;
 	bool big = ssk->rx_size > PAGE_SIZE;
 	struct sdp_bigbuf *regs[SDP_REG_BATCH];
+	struct sdp_core_rx_ring st;
 	struct mem_cgroup *old_memcg;
 	u16 added[SDP_REG_BATCH];
 	u64 bytes = 0;
@@ -229,8 +225,8 @@ static bool sdp_rx_add(struct sdp_sock *ssk)
 	for (i = 0; i < rx->count; i++)
 		bytes += max(sdp_ring_entry(rx, i)->size,
 			     sdp_ring_entry(rx, i)->next_size);
-	/* Half the ring again: a few steps to the cap. */
-	add = min(rx->cap - sdp_rx_live(rx), max(sdp_rx_live(rx) / 2, 1U));
+	sdp_rx_ring_state(ssk, &st);
+	add = sdp_core_rx_add_count(&st);
 	/* Each posted buffer needs room for its completion. */
 	if (!sdp_cq_make_room(ssk, sdp_rx_live(rx) + add))
 		add = min(add, ssk->rx_cq_room - min(ssk->rx_cq_room,

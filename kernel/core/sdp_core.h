@@ -146,6 +146,57 @@ int sdp_core_rx_resized(struct sdp_core_conn *c, unsigned int rx_buf_size);
  */
 int sdp_core_tx_idle(struct sdp_core_conn *c);
 
+/*
+ * How many receive buffers a connection keeps.  It starts with `base`
+ * (net.sdp.ring_min or more) and the host may add buffers, up to `cap`,
+ * for a reader that lags: unread data holds its buffers until the reader
+ * copies it out, and a ring of small buffers would stall a writer that TCP
+ * lets through.  Added buffers go back as they come free once the reader
+ * has caught up, or while `trim` is set (the peer's stream idled and asked
+ * for its first buffer size again, or a growth was refused).  The credits
+ * a given-back buffer stood for were spent by the message that filled it,
+ * so the peer never counts on a buffer that is gone.
+ *
+ * The numbers are the host's, at the moment it asks:
+ *   live        buffers it has: posted, holding unread data, or free
+ *   posted      posted and not yet completed
+ *   free        neither posted nor holding unread data
+ *   base, cap   its first number of buffers and the most it may have
+ *   limit       the most it may have now (cap, or fewer when its
+ *               completion queue cannot grow to hold more)
+ *   unread      bytes received and not yet read
+ *   unread_max  unread bytes up to which buffers are added
+ *   trim        set by the host as above; it clears it on
+ *               SDP_RX_FREE_AT_BASE
+ */
+struct sdp_core_rx_ring {
+	unsigned int live;
+	unsigned int posted;
+	unsigned int free;
+	unsigned int base;
+	unsigned int cap;
+	unsigned int limit;
+	unsigned long long unread;
+	unsigned long long unread_max;
+	int trim;
+};
+
+/* What to do with one free receive buffer: sdp_core_rx_free_buffer(). */
+enum sdp_core_rx_free {
+	SDP_RX_FREE_POST = 0,	   /* post it again */
+	SDP_RX_FREE_GIVE_BACK = 1, /* free it: live goes down by one */
+	SDP_RX_FREE_AT_BASE = 2,   /* post it; the ring is back at base */
+};
+int sdp_core_rx_free_buffer(const struct sdp_core_rx_ring *r);
+
+/*
+ * 1 if the host should add receive buffers now (it may do so later, from
+ * a work item, and ask again), 0 if not; sdp_core_rx_add_count() says how
+ * many at most (0 when the ring is at its cap).
+ */
+int sdp_core_rx_more_wanted(const struct sdp_core_rx_ring *r);
+unsigned int sdp_core_rx_add_count(const struct sdp_core_rx_ring *r);
+
 /* ---- transmit ----------------------------------------------------------- */
 
 /* Options in force for a segment (socket options and send flags). */

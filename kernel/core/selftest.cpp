@@ -106,12 +106,34 @@ bool credits_flow()
            c.on_receive(in) == CreditLedger::RxError::kSequenceGap;
 }
 
+// A grown ring full of unread data keeps its first number posted, gives
+// back once the reader caught up, and grows by half.
+bool rx_ring_decides()
+{
+    sdp_core_rx_ring r{};
+    r.live = 16;
+    r.posted = 3;
+    r.base = 8;
+    r.cap = 32;
+    r.limit = 32;
+    r.unread = 5000;
+    r.unread_max = 65536;
+    r.trim = 1;
+    if (sdp_core_rx_free_buffer(&r) != SDP_RX_FREE_POST || sdp_core_rx_add_count(&r) != 8)
+        return false;
+    r.posted = 8;
+    r.trim = 0;
+    r.unread = 0;
+    return sdp_core_rx_free_buffer(&r) == SDP_RX_FREE_GIVE_BACK;
+}
+
 constexpr Check kChecks[] = {
     {"hello encodes to its golden bytes", hello_encodes},
     {"hello golden bytes decode", hello_decodes},
     {"srcavail round trip", src_avail_round_trips},
     {"malformed messages rejected", malformed_rejected},
     {"credit accounting", credits_flow},
+    {"receive ring size", rx_ring_decides},
 };
 
 } // namespace
