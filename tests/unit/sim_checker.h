@@ -391,7 +391,7 @@ inline void World::zc_received(int s, const Bytes& msg, const sdp_core_rx& rx)
             return;
         }
         d.padvs.push_back(a);
-        if (d.padvs.size() > 2 * SDP_CORE_MAX_ADVERTS)
+        if (d.padvs.size() > std::size_t{2} * SDP_CORE_MAX_ADVERTS)
             d.padvs.erase(d.padvs.begin());
         break;
     }
@@ -554,9 +554,9 @@ inline void World::check_invariants()
         else if (static_cast<long>(credits) > true_credits(s))
             fail(d.name + ": core credits " + std::to_string(credits) + " exceed the real " +
                  std::to_string(true_credits(s)));
-        if (rx_bufs_in_use(d) > d.cfg.rx_bufs || d.rx.size() > rx_slots(d) ||
-            d.tx.size() > d.cfg.tx_bufs || d.ctl_in_flight > d.cfg.ctl_bufs ||
-            d.tx_posted > d.tx.size())
+        if (rx_bufs_in_use(d) > d.rx_live || d.rx_live < d.cfg.rx_bufs || d.rx_live > rx_cap(d) ||
+            d.rx.size() > rx_slots(d) || d.tx.size() > d.cfg.tx_bufs ||
+            d.ctl_in_flight > d.cfg.ctl_bufs || d.tx_posted > d.tx.size())
             fail(d.name + ": ring accounting broken");
         std::size_t data_out = 0;
         for (const Sent& sent : d.sends)
@@ -655,7 +655,8 @@ inline std::string World::dump() const
           << posted_rx(s) << " (empty " << d.n_hw << ", unpolled " << d.n_unpolled << "), unread "
           << d.n_held << " bufs/" << d.unread << " B, slots " << d.rx.size() << "/"
           << (c.rx_slots_per_buf == kNoSlotLimit ? std::string("any") : std::to_string(rx_slots(d)))
-          << " (" << stuck << " freed), read " << d.got.size()
+          << " (" << stuck << " freed), live " << d.rx_live << "/" << rx_cap(d)
+          << (d.rx_trim ? " trim" : "") << ", read " << d.got.size()
           << (d.disconn_rcvd ? ", DisConn rcvd" : "") << (d.eof ? ", EOF" : "")
           << (d.paused > 0 ? " (reader asleep)" : "") << "\n   stats: writes " << d.stats.writes
           << " sends " << d.stats.sends << " data " << d.stats.data_sends << " updates "

@@ -48,6 +48,20 @@ struct SideConfig {
     // The sink's answer to the peer's ChRcvBuf: receive buffers up to this
     // size (0: the current size, a refusal).
     unsigned rx_grow_max = 0;
+    // Receive buffers added for a reader that lags, up to this many in all
+    // (0: rx_bufs, none added), while unread data stays below
+    // rx_unread_max bytes, and given back as they come free once it caught
+    // up or the peer's stream idles: as the core decides
+    // (sdp_core_rx_free_buffer(), sdp_core_rx_more_wanted()), as sdp.ko
+    // asks it (kernel/sdp_rx.c).  The refusal of a growth that would take
+    // more than twice rx_unread_max of buffer memory is the glue's.
+    unsigned rx_cap = 0;
+    std::size_t rx_unread_max = std::size_t{1} << 40;
+    // Deliberately broken glue: give free buffers back counting only the
+    // live ones, however few are posted (sdp.ko before dec0339): a ring
+    // full of unread data leaves the peer without the credit its answer
+    // needs.
+    bool trim_below_posted_base = false;
     // After a write() the stream idles this often, for a while; its idle
     // timer (sdp_core_tx_idle()) fires during that pause with nothing queued.
     unsigned idle_per_mille = 0;
@@ -150,6 +164,10 @@ struct SideStats {
     std::size_t resizes = 0;       // ChRcvBufAcks sent (receive buffers grown or not)
     std::size_t grown = 0;         // ChRcvBufAcks received
     std::size_t shrinks = 0;       // idle requests to shrink the peer's buffers
+    std::size_t rx_added = 0;      // receive buffers added for a lagging reader
+    std::size_t rx_given_back = 0; // ... and given back
+    std::size_t rx_most = 0;       // most receive buffers at once
+    std::size_t grow_refused = 0;  // ChRcvBufs refused for the ring's memory
     std::size_t stuck_rx_bufs = 0; // most freed slots waiting behind unread data
     // zero copy
     std::size_t src_avails = 0;     // SrcAvails posted

@@ -24,6 +24,7 @@ inline void World::connect()
         Side& d = me(s);
         sdp_core_conn_init(&d.conn, d.cfg.rx_buf_size, d.cfg.tx_buf_size);
         d.rx_size = d.cfg.rx_buf_size;
+        d.rx_live = d.cfg.rx_bufs;
         post_recvs(s);
         d.corked = d.cfg.cork_until_eof;
         if (d.cfg.echo) {
@@ -662,7 +663,7 @@ inline void World::advertise(int s)
         return;
     // As sdp_zc_recv_advertise(): a reader whose advertisements went unused skips some (adv_try):
     // it reads normally, and tries again once more bytes came.
-    if (!sdp_core_adv_try(&d.conn)) {
+    if (sdp_core_adv_try(&d.conn) == 0) {
         d.adv_miss = d.rx_stream;
         d.stats.adv_skipped++;
         return;
@@ -816,19 +817,74 @@ inline std::size_t World::rx_slots(const Side& d)
     return std::size_t{d.cfg.rx_bufs} * d.cfg.rx_slots_per_buf;
 }
 
+inline unsigned World::rx_cap(const Side& d)
+{
+    return std::max(d.cfg.rx_cap, d.cfg.rx_bufs);
+}
+
+// sdp_rx_ring_state()
+inline sdp_core_rx_ring World::rx_ring(int s) const
+{
+    const Side& d = sides_[s];
+    sdp_core_rx_ring r{};
+    r.live = d.rx_live;
+    r.posted = d.n_hw + d.n_unpolled;
+    r.free = static_cast<unsigned>(d.rx_live - rx_bufs_in_use(d));
+    r.base = d.cfg.rx_bufs;
+    r.cap = rx_cap(d);
+    r.limit = r.cap;
+    r.unread = d.unread;
+    r.unread_max = d.cfg.rx_unread_max;
+    r.trim = d.rx_trim ? 1 : 0;
+    return r;
+}
+
+// sdp_rx_trim(): one free buffer given back instead of posted, if the core
+// says so.
+inline bool World::rx_give_back(int s)
+{
+    Side& d = me(s);
+    sdp_core_rx_ring r = rx_ring(s);
+    if (d.cfg.trim_below_posted_base)
+        r.posted = std::max(r.posted, r.base);
+    switch (sdp_core_rx_free_buffer(&r)) {
+    case SDP_RX_FREE_GIVE_BACK:
+        d.rx_live--;
+        d.stats.rx_given_back++;
+        return true;
+    case SDP_RX_FREE_AT_BASE:
+        d.rx_trim = false;
+        return false;
+    default:
+        return false;
+    }
+}
+
 // sdp_post_recvs(): post every free buffer while the slot window has
-// room.
+// room; then sdp_rx_more_check() and the work item's sdp_rx_add(), at
+// once here, and post those too.
 inline void World::post_recvs(int s)
 {
     Side& d = me(s);
-    while (rx_bufs_in_use(d) < d.cfg.rx_bufs && d.rx.size() < rx_slots(d)) {
-        if (d.cfg.leak_every > 0 && ++d.reposts % d.cfg.leak_every == 0) {
-            d.leaked++;
-            continue;
+    for (int pass = 0; pass < 2; pass++) {
+        while (rx_bufs_in_use(d) < d.rx_live && d.rx.size() < rx_slots(d)) {
+            if (d.cfg.leak_every > 0 && ++d.reposts % d.cfg.leak_every == 0) {
+                d.leaked++;
+                continue;
+            }
+            if (rx_give_back(s))
+                continue;
+            d.rx.emplace_back();
+            d.rx.back().size = d.rx_size;
+            d.n_hw++;
         }
-        d.rx.emplace_back();
-        d.rx.back().size = d.rx_size;
-        d.n_hw++;
+        const sdp_core_rx_ring r = rx_ring(s);
+        if (pass > 0 || sdp_core_rx_more_wanted(&r) == 0)
+            break;
+        const unsigned add = sdp_core_rx_add_count(&r);
+        d.rx_live += add;
+        d.stats.rx_added += add;
+        d.stats.rx_most = std::max<std::size_t>(d.stats.rx_most, d.rx_live);
     }
     sdp_core_rx_posted(&d.conn, posted_rx(s));
     answer_resize(s);
@@ -866,6 +922,19 @@ inline void World::resize_received(int s, const sdp_core_rx& rx)
         // below the first one.
         if (rx.resize_bytes < d.rx_size)
             size = std::max(rx.resize_bytes, d.cfg.rx_buf_size);
+        // sdp_rx_grow(): the added buffers go back when the peer idles,
+        // and when a growth would take too much memory (refused, and the
+        // buffers added for a backlog go back so the next one fits).
+        if (size < d.rx_size) {
+            d.rx_trim = true;
+        } else if (size > d.rx_size) {
+            d.rx_trim = false;
+            if (std::size_t{d.rx_live} * size > 2 * d.cfg.rx_unread_max) {
+                size = d.rx_size;
+                d.rx_trim = d.rx_live > d.cfg.rx_bufs;
+                d.stats.grow_refused++;
+            }
+        }
         d.rx_size = size;
         d.rx_resize_to = size;
         return;

@@ -1122,6 +1122,105 @@ TEST(SimZcopy, EchoServerWritesByZeroCopy)
     EXPECT_GT(t.s.read_bytes, 0u);
 }
 
+// ---- a receive ring that grows and shrinks ---------------------------------------
+//
+// The echo server of the last test with a receive ring that changes size as
+// the core decides (sdp_core_rx_free_buffer(), sdp_core_rx_more_wanted()):
+// its ring fills with unread data while it writes back, so buffers are
+// added; the client's stream idles (it asks for the first buffer size
+// again) and grows again, and a growth is refused when the ring's memory
+// would exceed its bound: both set the ring to give added buffers back as
+// they come free.  Meanwhile the server's zero-copy send waits for the
+// client's RdmaRdCompl, which needs a credit, and its reader waits for that
+// send: the kernel echo server that stalled in sdp.ko (dec0339).
+
+struct RingTotals {
+    std::size_t runs = 0;
+    std::size_t failed = 0;
+    std::size_t added = 0;
+    std::size_t given_back = 0;
+    std::size_t client_added = 0;   // of those added, the client's
+    std::size_t most_over_base = 0; // most buffers added at once, any run
+    std::size_t shrinks = 0;
+    std::size_t refused = 0;
+    std::size_t read_bytes = 0;
+    std::string first_error;
+};
+
+RingTotals RunGrowingRingEcho(std::uint64_t seeds, bool trim_below_posted_base)
+{
+    RingTotals t;
+    for (std::uint64_t seed = 1; seed <= seeds && (!trim_below_posted_base || t.failed == 0);
+         seed++) {
+        Echo e = RandomEcho(seed, EchoShape{});
+        Rng rng(seed * 53 + 7);
+        SideConfig& client = e.a.echo ? e.b : e.a;
+        SideConfig& server = e.a.echo ? e.a : e.b;
+        ZeroCopyEchoClient(rng, &client, 0, 300);
+        // Larger send buffers than the server's receive buffers: the
+        // client asks them to grow, and to shrink back when it idles.
+        client.tx_buf_size = static_cast<unsigned>(
+            std::min<std::uint64_t>(4096, server.rx_buf_size * rng.range(2, 8)));
+        client.idle_per_mille = static_cast<unsigned>(rng.range(20, 200));
+        client.bytes = std::max<std::size_t>(client.bytes, 20000);
+        server.rx_grow_max = client.tx_buf_size;
+        server.rx_cap = server.rx_bufs * static_cast<unsigned>(rng.range(2, 4));
+        server.rx_unread_max = std::size_t{server.rx_bufs} * server.rx_buf_size * rng.range(1, 4);
+        server.zcopy_thresh = static_cast<unsigned>(rng.range(50, 2000));
+        server.zcopy_chunk = static_cast<unsigned>(rng.range(50, 4000));
+        server.max_write = ~0u;
+        server.trim_below_posted_base = trim_below_posted_base;
+        // The client's ring grows too, one seed in two: its reader lags
+        // behind the echo while it writes.
+        client.rx_cap = client.rx_bufs * static_cast<unsigned>(rng.range(1, 3));
+        client.rx_unread_max = std::size_t{client.rx_bufs} * client.rx_buf_size * rng.range(1, 4);
+        const Result r = Simulate(seed, e.a, e.b, e.w);
+        t.runs++;
+        if (!r.ok && t.failed++ == 0)
+            t.first_error = "seed " + std::to_string(seed) + ": " + r.error;
+        const SideStats& st = r.stats[e.a.echo ? 0 : 1];
+        const SideStats& client_st = r.stats[e.a.echo ? 1 : 0];
+        t.added += st.rx_added + client_st.rx_added;
+        t.given_back += st.rx_given_back + client_st.rx_given_back;
+        t.client_added += client_st.rx_added;
+        t.most_over_base = std::max(t.most_over_base,
+                                    st.rx_most - std::min(st.rx_most, std::size_t{server.rx_bufs}));
+        t.refused += st.grow_refused;
+        t.shrinks += r.stats[e.a.echo ? 1 : 0].shrinks;
+        t.read_bytes += st.read_bytes;
+    }
+    return t;
+}
+
+TEST(SimEcho, ReceiveRingGrowsAndShrinksUnderAZeroCopyEchoServer)
+{
+    const RingTotals t = RunGrowingRingEcho(Seeds(200), false);
+    ASSERT_EQ(t.failed, 0u) << t.first_error;
+    std::printf("growing ring echo: %zu runs; %zu buffers added (%zu by clients; the server "
+                "at most %zu over its first number), %zu given back; %zu idle shrinks, %zu "
+                "growths refused; %zu B by RDMA Read\n",
+                t.runs, t.added, t.client_added, t.most_over_base, t.given_back, t.shrinks,
+                t.refused, t.read_bytes);
+    EXPECT_GT(t.added, 0u);
+    EXPECT_GT(t.client_added, 0u);
+    EXPECT_GT(t.given_back, 0u);
+    EXPECT_GT(t.shrinks, 0u);
+    EXPECT_GT(t.refused, 0u);
+    EXPECT_GT(t.read_bytes, 0u);
+}
+
+// The same with a glue that gives free buffers back counting only the live
+// ones, as sdp.ko did: the server runs out of posted buffers, the client of
+// credits.
+TEST(SimChecks, CatchRingTrimmedBelowItsPostedBase)
+{
+    const RingTotals t = RunGrowingRingEcho(2000, true);
+    ASSERT_GT(t.failed, 0u) << t.runs << " runs";
+    std::printf("caught after %zu runs: %s\n", t.runs,
+                t.first_error.substr(0, t.first_error.find('\n')).c_str());
+    EXPECT_NE(t.first_error.find("deadlock"), std::string::npos) << t.first_error;
+}
+
 // A glue that offers its chunk while segments are still queued ahead of it
 // sends stream bytes out of order: caught when the SrcAvail arrives.
 TEST(SimChecks, CatchZeroCopyOvertakingQueuedSegments)

@@ -158,6 +158,8 @@ class World {
         unsigned rx_size = 0;      // receive buffers posted from now on: their size
         unsigned rx_resize_to = 0; // the peer's ChRcvBuf, answered at this size
         unsigned n_held = 0;       // buffers holding payload not read yet
+        unsigned rx_live = 0;      // receive buffers it has (rx_bufs, more if added)
+        bool rx_trim = false;      // added ones go back as they come free
         unsigned leaked = 0;       // leak_every
         // zero copy, source: a write() in progress up to zw_end; after a
         // SendSM (or ETOOBIG, or with less than zcopy_thresh left) the rest
@@ -334,6 +336,9 @@ class World {
     void release_rx(int s);
     static std::size_t rx_bufs_in_use(const Side& d);
     static std::size_t rx_slots(const Side& d);
+    static unsigned rx_cap(const Side& d);
+    sdp_core_rx_ring rx_ring(int s) const;
+    bool rx_give_back(int s);
     void post_recvs(int s);
     // completions
     void poll_cq(int s);
