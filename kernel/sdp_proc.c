@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * /proc/net/sdp (the sockets of this network namespace, netstat style) and
+ * /proc/net/sdp (the sockets of this network namespace, netstat style),
+ * /proc/net/sdpinfo (their buffers and zero-copy transfers) and
  * /proc/net/sdpstats (the namespace's counters, one "name value" per line).
  * Formats: Documentation/socket-api.md.  No kernel addresses are printed.
  */
@@ -209,6 +210,55 @@ static int sdp_sockets_show(struct seq_file *seq, void *v)
 	return 0;
 }
 
+static const char *const sdp_zc_state_names[] = {
+	[SDP_ZC_IDLE] = "-",		  [SDP_ZC_ACTIVE] = "active",
+	[SDP_ZC_CANCELLING] = "cancelling", [SDP_ZC_DONE] = "done",
+};
+
+static const char *sdp_zc_state_name(unsigned int state)
+{
+	return state < ARRAY_SIZE(sdp_zc_state_names) ?
+		       sdp_zc_state_names[state] : "unknown";
+}
+
+/*
+ * /proc/net/sdpinfo: per SDP socket (those of /proc/net/sdp that did not go
+ * over TCP, in its order, by inode), its buffers and zero-copy transfers,
+ * as `ss -i` adds to `ss -t`.  Read without the socket lock, as the
+ * flow-control snapshot of /proc/net/sdp: for diagnosis, may be a moment
+ * stale.  Format: Documentation/socket-api.md.
+ */
+static int sdp_info_show(struct seq_file *seq, void *v)
+{
+	struct net *net = seq_file_single_net(seq);
+	struct sdp_sock *ssk;
+
+	seq_puts(seq,
+		 "inode rx_bufs rx_base rx_size rx_trim tx_bufs tx_size seg_max src src_offers src_len src_acked rsa_offers rsa_left rsa_reading sink sink_count sink_written peer_sinks peer_adverts\n");
+	spin_lock_bh(&sdp_sock_list_lock);
+	list_for_each_entry(ssk, &sdp_sock_list, list_node) {
+		struct sdp_core_zc_status zs;
+
+		if (!net_eq(sock_net(&ssk->sk), net) || ssk->proc_tcp)
+			continue;
+		sdp_core_zc_query(&ssk->core, &zs);
+		seq_printf(seq, "%lu %u %u %u %u %u %u %u %s %u %u %u %u %u %u %s %u %u %u %u\n",
+			   sock_i_ino(&ssk->sk),
+			   READ_ONCE(ssk->rx.count) - READ_ONCE(ssk->rx.empty),
+			   READ_ONCE(ssk->rx_base), READ_ONCE(ssk->rx_size),
+			   READ_ONCE(ssk->rx_trim) ? 1 : 0,
+			   READ_ONCE(ssk->tx.count), READ_ONCE(ssk->tx_size),
+			   READ_ONCE(ssk->seg_max),
+			   sdp_zc_state_name(zs.src_state), zs.src_offers,
+			   zs.src_len, zs.src_acked, zs.rsa_offers, zs.rsa_left,
+			   zs.rsa_reading ? 1 : 0, sdp_zc_state_name(zs.adv_state),
+			   zs.adv_count, zs.adv_written, zs.psink_count,
+			   zs.peer_max_adverts);
+	}
+	spin_unlock_bh(&sdp_sock_list_lock);
+	return 0;
+}
+
 static const char *const sdp_counter_names[SDP_CNT_MAX] = {
 	[SDP_CNT_TX_BYTES] = "tx_bytes",
 	[SDP_CNT_RX_BYTES] = "rx_bytes",
@@ -340,8 +390,13 @@ static int __net_init sdp_net_init(struct net *net)
 	if (!proc_create_net_single("sdpstats", 0444, net->proc_net,
 				    sdp_stats_show, NULL))
 		goto out_sockets;
+	if (!proc_create_net_single("sdpinfo", 0444, net->proc_net,
+				    sdp_info_show, NULL))
+		goto out_stats_file;
 	return 0;
 
+out_stats_file:
+	remove_proc_entry("sdpstats", net->proc_net);
 out_sockets:
 	remove_proc_entry("sdp", net->proc_net);
 out_stats:
@@ -354,6 +409,7 @@ static void __net_exit sdp_net_exit(struct net *net)
 {
 	struct sdp_net *sn = net_generic(net, sdp_net_id);
 
+	remove_proc_entry("sdpinfo", net->proc_net);
 	remove_proc_entry("sdpstats", net->proc_net);
 	remove_proc_entry("sdp", net->proc_net);
 	free_percpu(sn->stats);

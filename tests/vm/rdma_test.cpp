@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -119,6 +120,85 @@ TEST(ProcNetSdp, ShutdownStatesAreReported)
         return client_state == "FIN_WAIT2" && server_state == "CLOSE_WAIT";
     })) << client_state
         << " / " << server_state;
+}
+
+// The fields of /proc/net/sdpinfo for the socket with this inode, by the
+// header's names; empty if it is not listed.
+std::map<std::string, std::string> sdpinfo_of(unsigned long long inode)
+{
+    std::istringstream in(read_file("/proc/net/sdpinfo").value_or(""));
+    std::string line;
+    std::getline(in, line);
+    std::vector<std::string> names;
+    std::istringstream header(line);
+    for (std::string name; header >> name;)
+        names.push_back(name);
+    while (std::getline(in, line)) {
+        std::istringstream ls(line);
+        std::map<std::string, std::string> fields;
+        std::string value;
+        for (size_t i = 0; i < names.size() && ls >> value; i++)
+            fields[names[i]] = value;
+        if (fields.size() == names.size() && fields["inode"] == std::to_string(inode))
+            return fields;
+    }
+    return {};
+}
+
+unsigned long field_num(const std::map<std::string, std::string>& f, const std::string& name)
+{
+    const auto it = f.find(name);
+    return it == f.end() ? 0 : std::stoul(it->second);
+}
+
+// /proc/net/sdpinfo shows each socket's buffers and the zero-copy transfer
+// in flight: a blocking 1 MiB send offered to a reader that has not read
+// yet is the sender's active offer and the receiver's queued one, and both
+// are gone once the bytes are read.
+TEST(ProcNetSdp, InfoShowsBuffersAndAnOfferNotReadYet)
+{
+    // The offer stays unread for as long as the test looks at it.
+    SysctlFor wait("zcopy_sink_wait_ms", "60000");
+    Pair p = connected_pair(kAddrA, 7127);
+    ASSERT_GE(p.server.get(), 0);
+    const size_t n = size_t{1} << 20;
+    std::vector<char> out(n, 'i');
+    std::atomic<ssize_t> sent{-2};
+    std::thread writer([&] { sent = send(p.client.get(), out.data(), n, 0); });
+    std::map<std::string, std::string> cli, srv;
+    const bool offered = eventually([&] {
+        cli = sdpinfo_of(inode_of(p.client.get()));
+        srv = sdpinfo_of(inode_of(p.server.get()));
+        return cli["src"] == "active" && field_num(srv, "rsa_offers") > 0;
+    });
+    const std::string file = read_file("/proc/net/sdpinfo").value_or("");
+    std::printf("/proc/net/sdpinfo with the offer out:\n%s", file.c_str());
+    if (offered) {
+        EXPECT_GT(field_num(cli, "src_len"), 0u) << file;
+        EXPECT_EQ(field_num(cli, "src_acked"), 0u) << file;
+        EXPECT_GE(field_num(cli, "src_offers"), 1u) << file;
+        EXPECT_GT(field_num(srv, "rsa_left"), 0u) << file;
+        EXPECT_EQ(srv["src"], "-") << file;
+    }
+    for (const auto* f : {&cli, &srv}) {
+        EXPECT_GE(field_num(*f, "rx_base"), 4u) << file;
+        EXPECT_GE(field_num(*f, "rx_bufs"), field_num(*f, "rx_base")) << file;
+        EXPECT_GT(field_num(*f, "rx_size"), 0u) << file;
+        EXPECT_GT(field_num(*f, "seg_max"), 0u) << file;
+        EXPECT_GE(field_num(*f, "peer_adverts"), 1u) << file;
+    }
+    EXPECT_FALSE(sdpinfo_of(inode_of(p.listener.get())).empty()) << file;
+    EXPECT_EQ(file.find("ffff"), std::string::npos) << file;
+    read_exactly(p.server.get(), n);
+    writer.join();
+    ASSERT_TRUE(offered) << file;
+    EXPECT_EQ(sent.load(), static_cast<ssize_t>(n));
+    EXPECT_TRUE(eventually([&] {
+        cli = sdpinfo_of(inode_of(p.client.get()));
+        srv = sdpinfo_of(inode_of(p.server.get()));
+        return cli["src"] == "-" && field_num(cli, "src_offers") == 0 &&
+               field_num(srv, "rsa_offers") == 0 && field_num(srv, "rsa_left") == 0;
+    })) << read_file("/proc/net/sdpinfo").value_or("");
 }
 
 TEST(Counters, ConnectionsMessagesAndBytesAreCounted)
