@@ -10,9 +10,9 @@
 # files are not touched); then DKMS's status for the running kernel,
 # modprobe from the installed files, a transfer with the installed
 # sdp-bench, libsdp.so and sdp_run moving a program's socket to SDP,
-# sdpstat reading the counters, and modprobe -r.  dpkg -r ran on the host
-# after the install, in the same copy (under TCG its depmod for each kernel
-# takes minutes).
+# sdpstat reading the counters and the sockets' details, and modprobe -r.
+# dpkg -r ran on the host after the install, in the same copy (under TCG
+# its depmod for each kernel takes minutes).
 #
 #   deb_test.sh BUILD_DIR
 set -uo pipefail
@@ -137,6 +137,11 @@ out=$(in_root /usr/bin/sdp_run python3 /var/tmp/probe.py 2>&1)
 	fail "sdp_run: $out"
 in_root /usr/sbin/sdpstat -c | grep -q conn_established && pass "sdpstat reads the counters" ||
 	fail "sdpstat: $(in_root /usr/sbin/sdpstat -c 2>&1 | head -5)"
+if in_root /usr/sbin/sdpstat -se > /tmp/deb-sdpstat.log 2>&1; then
+	pass "sdpstat -e reads /proc/net/sdpinfo"
+else
+	fail "sdpstat -e: $(head -5 /tmp/deb-sdpstat.log)"
+fi
 
 # The module unloads: nothing uses it now.  (dpkg -r ran on the host, in
 # the same copy of the root: scripts/deb-root.sh.)

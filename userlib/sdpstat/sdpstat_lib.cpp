@@ -74,6 +74,38 @@ template <typename Fn> void for_each_line(std::string_view text, Fn fn)
     }
 }
 
+// The lines of a /proc table: the first line that is not blank is the
+// header, which must start with the words of `start` (errors name it; the
+// first word is checked, and with a wrong header the rows are still passed
+// on); each later line that is not blank is a row.
+// on_header(cols) sees a right header, on_row(line_no, cols) each row.
+template <typename Header, typename Row>
+void for_each_row(std::string_view text, std::string_view start, std::vector<LineError>* errors,
+                  Header on_header, Row on_row)
+{
+    const std::string hint = "the header line (\"" + std::string(start) + " ...\")";
+    const std::string_view first = start.substr(0, start.find(' '));
+    bool header_seen = false;
+    unsigned long last_line = 0;
+    for_each_line(text, [&](unsigned long line_no, std::string_view line) {
+        last_line = line_no;
+        const std::vector<std::string_view> cols = split_whitespace(line);
+        if (cols.empty())
+            return;
+        if (header_seen) {
+            on_row(line_no, cols);
+            return;
+        }
+        header_seen = true;
+        if (cols[0] == first)
+            on_header(cols);
+        else
+            errors->push_back({line_no, "expected " + hint});
+    });
+    if (!header_seen)
+        errors->push_back({last_line + 1, "missing " + hint});
+}
+
 // A token as it can be shown in an error message: quoted, control and
 // non-ASCII bytes escaped so a corrupt file cannot garble the terminal, and
 // cut short when long.
@@ -268,6 +300,15 @@ std::string json_socket(const Socket& s)
     out += ", \"rx_queue\": " + std::to_string(s.rx_queue);
     out += ", \"uid\": " + std::to_string(s.uid);
     out += ", \"inode\": " + std::to_string(s.inode);
+    if (!s.info.empty()) {
+        out += ", \"info\": {";
+        for (std::size_t i = 0; i < s.info.size(); i++) {
+            const InfoField& f = s.info[i];
+            out += (i == 0 ? "" : ", ") + json_string(f.name) + ": " +
+                   (parse_u64(f.value) ? f.value : json_string(f.value));
+        }
+        out += "}";
+    }
     return out + "}";
 }
 
@@ -470,32 +511,55 @@ std::optional<Socket> parse_socket_line(const std::vector<std::string_view>& col
 SocketTable parse_sockets(std::string_view text)
 {
     SocketTable table;
-    bool header_seen = false;
-    unsigned long last_line = 0;
-    for_each_line(text, [&](unsigned long line_no, std::string_view line) {
-        last_line = line_no;
-        const std::vector<std::string_view> cols = split_whitespace(line);
-        if (cols.empty())
-            return;
-        if (!header_seen) {
-            header_seen = true;
-            if (cols[0] != "sl") {
-                table.errors.push_back(
-                    {line_no, "expected the header line (\"sl local_address ...\")"});
-            }
-            return;
-        }
-        std::string error;
-        std::optional<Socket> socket = parse_socket_line(cols, &error);
-        if (socket)
-            table.sockets.push_back(std::move(*socket));
-        else
-            table.errors.push_back({line_no, error});
-    });
-    if (!header_seen)
-        table.errors.push_back(
-            {last_line + 1, "missing the header line (\"sl local_address ...\")"});
+    for_each_row(
+        text, "sl local_address", &table.errors,
+        [](const std::vector<std::string_view>& /*header*/) {},
+        [&](unsigned long line_no, const std::vector<std::string_view>& cols) {
+            std::string error;
+            std::optional<Socket> socket = parse_socket_line(cols, &error);
+            if (socket)
+                table.sockets.push_back(std::move(*socket));
+            else
+                table.errors.push_back({line_no, error});
+        });
     return table;
+}
+
+InfoTable parse_info(std::string_view text)
+{
+    InfoTable table;
+    std::vector<std::string> names;
+    for_each_row(
+        text, "inode", &table.errors,
+        [&](const std::vector<std::string_view>& header) {
+            names.assign(header.begin(), header.end());
+        },
+        [&](unsigned long line_no, const std::vector<std::string_view>& cols) {
+            const std::optional<std::uint64_t> inode = parse_u64(cols[0]);
+            if (cols.size() != names.size() || !inode) {
+                table.errors.push_back({line_no, "expected " + std::to_string(names.size()) +
+                                                     " columns as the header names, found " +
+                                                     std::to_string(cols.size())});
+                return;
+            }
+            SocketInfo row;
+            row.inode = *inode;
+            for (std::size_t i = 1; i < cols.size(); i++)
+                row.fields.push_back({names[i], std::string(cols[i])});
+            table.rows.push_back(std::move(row));
+        });
+    return table;
+}
+
+void attach_info(std::vector<Socket>* sockets, const std::vector<SocketInfo>& info)
+{
+    std::map<std::uint64_t, const SocketInfo*> by_inode;
+    for (const SocketInfo& row : info)
+        by_inode.emplace(row.inode, &row);
+    for (Socket& s : *sockets) {
+        const auto it = by_inode.find(s.inode);
+        s.info = it == by_inode.end() ? std::vector<InfoField>{} : it->second->fields;
+    }
 }
 
 CounterSet parse_counters(std::string_view text)
@@ -575,15 +639,34 @@ std::string format_sockets(const std::vector<Socket>& sockets, bool listening_on
 {
     std::vector<std::vector<std::string>> rows = {
         {"State", "Recv-Q", "Send-Q", "Local Address:Port", "Peer Address:Port", "uid", "inode"}};
+    std::vector<std::string> info_lines;
     for (const Socket& s : sockets) {
         if (listening_only && s.state != "LISTEN")
             continue;
         rows.push_back({s.state, std::to_string(s.rx_queue), std::to_string(s.tx_queue),
                         format_endpoint(s.local), format_endpoint(s.remote), std::to_string(s.uid),
                         std::to_string(s.inode)});
+        std::string info;
+        for (const InfoField& f : s.info) {
+            if (f.value != "0" && f.value != "-")
+                info += (info.empty() ? "" : " ") + f.name + ":" + f.value;
+        }
+        info_lines.push_back(std::move(info));
     }
-    return render_table(rows, {Align::kLeft, Align::kRight, Align::kRight, Align::kLeft,
-                               Align::kLeft, Align::kRight, Align::kRight});
+    const std::string table =
+        render_table(rows, {Align::kLeft, Align::kRight, Align::kRight, Align::kLeft, Align::kLeft,
+                            Align::kRight, Align::kRight});
+    // Line i + 1 of the table is socket i's: its info line after it.
+    std::string out;
+    std::size_t line = 0;
+    std::size_t start = 0;
+    for (std::size_t end = table.find('\n'); end != std::string::npos;
+         start = end + 1, end = table.find('\n', start), line++) {
+        out.append(table, start, end + 1 - start);
+        if (line > 0 && !info_lines[line - 1].empty())
+            out += "    " + info_lines[line - 1] + "\n";
+    }
+    return out;
 }
 
 std::string format_counters(const std::vector<Counter>& counters, bool all)
@@ -673,7 +756,7 @@ std::string format_rates_json(const std::vector<Rate>& rates, std::uint64_t inte
 
 std::string usage()
 {
-    return "usage: sdpstat [-s|-c] [-a] [-l] [--json] [--proc DIR]\n"
+    return "usage: sdpstat [-s|-c] [-a] [-l] [-e] [--json] [--proc DIR]\n"
            "       sdpstat -i SECONDS [-n COUNT] [-c] [-a] [--json] [--proc DIR]\n"
            "\n"
            "Show the SDP sockets (/proc/net/sdp) and the SDP counters (/proc/net/sdpstats)\n"
@@ -684,11 +767,14 @@ std::string usage()
            "  -c, --counters          the counters only\n"
            "  -a, --all               include the counters that are zero\n"
            "  -l, --listening         only the sockets in state LISTEN\n"
+           "  -e, --extended          each socket's buffers and zero-copy transfers too\n"
+           "                          (/proc/net/sdpinfo)\n"
            "  -i, --interval SECONDS  every SECONDS (e.g. 1 or 0.5), the change of each\n"
            "                          counter per second instead of totals; counters only\n"
            "  -n, --count COUNT       with -i: stop after COUNT reports\n"
            "      --json              JSON instead of text (with -i: one object per line)\n"
-           "      --proc DIR          read DIR/sdp and DIR/sdpstats instead of /proc/net\n"
+           "      --proc DIR          read DIR/sdp, DIR/sdpinfo and DIR/sdpstats instead of\n"
+           "                          /proc/net\n"
            "  -h, --help              this text\n"
            "\n"
            "Exit status: 0 ok, 1 some line of a /proc file did not parse (reported on\n"
@@ -725,6 +811,9 @@ ParsedArgs parse_args(const std::vector<std::string>& args)
             return true;
         case 'j':
             result.options.json = true;
+            return true;
+        case 'e':
+            result.options.extended = true;
             return true;
         case 'i': {
             const std::optional<double> seconds = parse_seconds(value);
@@ -765,8 +854,8 @@ ParsedArgs parse_args(const std::vector<std::string>& args)
         char opt;
     };
     constexpr LongOption kLongOptions[] = {
-        {"help", 'h'}, {"sockets", 's'},  {"counters", 'c'}, {"all", 'a'},  {"listening", 'l'},
-        {"json", 'j'}, {"interval", 'i'}, {"count", 'n'},    {"proc", 'p'},
+        {"help", 'h'},     {"sockets", 's'}, {"counters", 'c'}, {"all", 'a'},   {"listening", 'l'},
+        {"extended", 'e'}, {"json", 'j'},    {"interval", 'i'}, {"count", 'n'}, {"proc", 'p'},
     };
 
     for (std::size_t i = 0; i < args.size(); i++) {
@@ -815,7 +904,7 @@ ParsedArgs parse_args(const std::vector<std::string>& args)
         // argument ("-i1") or the next one.
         for (std::size_t j = 1; j < arg.size(); j++) {
             const char opt = arg[j];
-            if (std::string_view("hscalin").find(opt) == std::string_view::npos) {
+            if (std::string_view("hscalein").find(opt) == std::string_view::npos) {
                 result.error = "unknown option -" + std::string(1, opt);
                 return result;
             }
@@ -848,6 +937,10 @@ ParsedArgs parse_args(const std::vector<std::string>& args)
         result.error = "-i reports counters; it cannot be combined with -s";
         return result;
     }
+    if (result.options.extended && (interval || (counters && !sockets))) {
+        result.error = "-e adds to the socket table; it cannot be combined with -c or -i";
+        return result;
+    }
     if (sockets != counters) {
         result.options.sockets = sockets;
         result.options.counters = counters;
@@ -867,13 +960,17 @@ int run(const Options& options, System& sys, std::ostream& out, std::ostream& er
                                 : options.proc_dir + "/";
     const std::string sockets_path = dir + "sdp";
     const std::string counters_path = dir + "sdpstats";
+    const std::string info_path = dir + "sdpinfo";
     Reporter reporter(err);
 
     // Everything is read before anything is printed, so a missing file
     // leaves no half report on standard output.
     std::string sockets_text;
     std::string counters_text;
+    std::string info_text;
     if (options.sockets && !read_proc_file(sys, sockets_path, err, &sockets_text))
+        return kExitUsage;
+    if (options.sockets && options.extended && !read_proc_file(sys, info_path, err, &info_text))
         return kExitUsage;
     if (options.counters && !read_proc_file(sys, counters_path, err, &counters_text))
         return kExitUsage;
@@ -883,6 +980,11 @@ int run(const Options& options, System& sys, std::ostream& out, std::ostream& er
     if (options.sockets) {
         table = parse_sockets(sockets_text);
         reporter.report(sockets_path, table.errors);
+        if (options.extended) {
+            const InfoTable info = parse_info(info_text);
+            reporter.report(info_path, info.errors);
+            attach_info(&table.sockets, info.rows);
+        }
     }
     CounterSet counters;
     if (options.counters) {

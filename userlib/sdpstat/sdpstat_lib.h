@@ -47,6 +47,13 @@ std::string format_endpoint(const Endpoint& ep);
 // Decimal digits only (no sign, no spaces), at most UINT64_MAX.
 std::optional<std::uint64_t> parse_u64(std::string_view text);
 
+// One column of /proc/net/sdpinfo: its header's name and the value as the
+// module wrote it (a number, or a name such as "active" or "-").
+struct InfoField {
+    std::string name;
+    std::string value;
+};
+
 // One line of /proc/net/sdp.
 struct Socket {
     std::uint64_t sl = 0;
@@ -57,6 +64,9 @@ struct Socket {
     std::uint64_t rx_queue = 0;
     std::uint32_t uid = 0;
     std::uint64_t inode = 0;
+    // Its line of /proc/net/sdpinfo but the inode (-e; attach_info()), in
+    // column order; empty if not read or not listed there.
+    std::vector<InfoField> info;
 };
 
 struct SocketTable {
@@ -69,6 +79,24 @@ struct SocketTable {
 // module to add some).  A line that does not parse is reported in `errors`
 // and the others are still returned.
 SocketTable parse_sockets(std::string_view text);
+
+// /proc/net/sdpinfo: a header line naming the columns, the first of which
+// is `inode`, then one line per SDP socket.  The columns are taken by the
+// header's names, so the module may add some.
+struct SocketInfo {
+    std::uint64_t inode = 0;
+    std::vector<InfoField> fields; // every column but the inode
+};
+
+struct InfoTable {
+    std::vector<SocketInfo> rows; // the lines that parsed, in file order
+    std::vector<LineError> errors;
+};
+
+InfoTable parse_info(std::string_view text);
+
+// Gives each socket its /proc/net/sdpinfo line, by inode.
+void attach_info(std::vector<Socket>* sockets, const std::vector<SocketInfo>& info);
 
 struct Counter {
     std::string name;
@@ -100,7 +128,9 @@ const std::vector<std::string_view>& message_names();
 // --- formatting --------------------------------------------------------------------
 
 // The socket table, aligned, header first, one line per socket (only LISTEN
-// sockets when `listening_only`).  Ends with a newline.
+// sockets when `listening_only`), each followed by its info fields as
+// "name:value" on an indented line when it has any (a field that is 0 or
+// "-" is left out, as is the line when none is left).  Ends with a newline.
 std::string format_sockets(const std::vector<Socket>& sockets, bool listening_only);
 
 // The counters grouped: messages as a tx/rx table, then data path,
@@ -143,6 +173,7 @@ struct Options {
     bool all = false;
     bool listening = false;
     bool json = false;
+    bool extended = false;   // -e: each socket's /proc/net/sdpinfo line too
     double interval = 0;     // seconds; 0: print once
     std::uint64_t count = 0; // interval reports; 0: until interrupted
     std::string proc_dir = "/proc/net";
@@ -156,7 +187,8 @@ struct ParsedArgs {
 };
 
 // argv[1..]: the options of usage().  -s and -c select sections (both or
-// neither: both); -n needs -i; -i cannot be combined with -s.
+// neither: both); -n needs -i; -i cannot be combined with -s; -e needs the
+// socket table (not with -c alone or -i).
 ParsedArgs parse_args(const std::vector<std::string>& args);
 
 std::string usage();

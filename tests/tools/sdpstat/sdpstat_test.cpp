@@ -35,6 +35,16 @@ const char* const kSocketsExample =
     "   2: [fd77::1]:6000                               [fd77::2]:51000                        "
     "       CLOSE_WAIT  12       0        0     12351\n";
 
+// /proc/net/sdpinfo for the sockets of kSocketsExample, as the module
+// writes it (the listener all zeros, 12350 with an offer out, 12351 not
+// listed).
+const char* const kInfoExample =
+    "inode rx_bufs rx_base rx_size rx_trim tx_bufs tx_size seg_max src src_offers src_len "
+    "src_acked rsa_offers rsa_left rsa_reading sink sink_count sink_written peer_sinks "
+    "peer_adverts\n"
+    "12345 0 0 0 0 0 0 0 - 0 0 0 0 0 0 - 0 0 0 0\n"
+    "12350 8 8 2048 0 8 2048 2032 active 1 1048576 0 0 0 0 - 0 0 0 4\n";
+
 const char* const kCountersExample = "tx_hello 3\n"
                                      "rx_hello_ack 3\n"
                                      "tx_data 1500\n"
@@ -448,6 +458,50 @@ TEST(FormatSockets, WideValuesWidenTheirColumn)
         "[::]:0             4294967295  18446744073709551615\n");
 }
 
+TEST(ParseInfo, ColumnsByTheHeadersNames)
+{
+    const InfoTable t = parse_info(kInfoExample);
+    EXPECT_TRUE(t.errors.empty());
+    ASSERT_EQ(t.rows.size(), 2U);
+    EXPECT_EQ(t.rows[0].inode, 12345U);
+    EXPECT_EQ(t.rows[1].inode, 12350U);
+    ASSERT_EQ(t.rows[1].fields.size(), 19U);
+    EXPECT_EQ(t.rows[1].fields[0].name, "rx_bufs");
+    EXPECT_EQ(t.rows[1].fields[0].value, "8");
+    EXPECT_EQ(t.rows[1].fields[7].name, "src");
+    EXPECT_EQ(t.rows[1].fields[7].value, "active");
+    // A column the tool does not know is taken as it comes.
+    const InfoTable more = parse_info("inode rx_bufs new_one\n7 4 x\n");
+    ASSERT_EQ(more.rows.size(), 1U);
+    EXPECT_EQ(more.rows[0].fields[1].name, "new_one");
+}
+
+TEST(ParseInfo, MalformedLinesAreReportedAndTheRestKept)
+{
+    const InfoTable t = parse_info("inode a b\n1 2 3\n2 3\nx 1 2\n\n4 5 6\n");
+    ASSERT_EQ(t.rows.size(), 2U);
+    EXPECT_EQ(t.rows[1].inode, 4U);
+    ASSERT_EQ(t.errors.size(), 2U);
+    EXPECT_EQ(t.errors[0].line, 3U);
+    EXPECT_EQ(t.errors[1].line, 4U);
+    EXPECT_EQ(parse_info("rx_bufs 1\n1 2\n").errors.size(), 2U) << "no header";
+    EXPECT_EQ(parse_info("").errors.size(), 1U);
+}
+
+TEST(FormatSockets, ExtendedAddsEachSocketsNonzeroInfo)
+{
+    std::vector<Socket> sockets = parse_sockets(kSocketsExample).sockets;
+    attach_info(&sockets, parse_info(kInfoExample).rows);
+    EXPECT_TRUE(sockets[0].info.size() == 19U && sockets[2].info.empty());
+    EXPECT_EQ(format_sockets(sockets, false),
+              "State        Recv-Q  Send-Q  Local Address:Port  Peer Address:Port   uid  inode\n"
+              "LISTEN            0       0  10.77.0.1:5001      0.0.0.0:0             0  12345\n"
+              "ESTABLISHED    1024       0  10.77.0.1:5001      10.77.0.2:40312    1000  12350\n"
+              "    rx_bufs:8 rx_base:8 rx_size:2048 tx_bufs:8 tx_size:2048 seg_max:2032 "
+              "src:active src_offers:1 src_len:1048576 peer_adverts:4\n"
+              "CLOSE_WAIT        0      12  [fd77::1]:6000      [fd77::2]:51000       0  12351\n");
+}
+
 TEST(FormatCounters, GroupsNonzeroOnly)
 {
     const CounterSet set = parse_counters(std::string(kCountersExample) +
@@ -737,6 +791,9 @@ TEST(ParseArgs, Errors)
         {{"-i", "1", "-n", "x"}, "bad count \"x\": expected a positive integer"},
         {{"-n", "3"}, "-n needs -i"},
         {{"-s", "-i", "1"}, "-i reports counters; it cannot be combined with -s"},
+        {{"-c", "-e"}, "-e adds to the socket table; it cannot be combined with -c or -i"},
+        {{"-e", "-i", "1"}, "-e adds to the socket table; it cannot be combined with -c or -i"},
+        {{"-sce"}, ""}, // both sections, as neither
     };
     for (const auto& [args, error] : cases) {
         const ParsedArgs p = Parse(args);
@@ -749,8 +806,9 @@ TEST(Usage, NamesEveryOptionAndTheExitStatuses)
 {
     const std::string text = usage();
     EXPECT_EQ(text.rfind("usage: sdpstat ", 0), 0U);
-    for (const char* option : {"--sockets", "--counters", "--all", "--listening", "--interval",
-                               "--count", "--json", "--proc", "--help", "Exit status: 0 ok"}) {
+    for (const char* option :
+         {"--sockets", "--counters", "--all", "--listening", "--extended", "--interval", "--count",
+          "--json", "--proc", "--help", "Exit status: 0 ok"}) {
         EXPECT_NE(text.find(option), std::string::npos) << option;
     }
 }
@@ -850,6 +908,42 @@ TEST(Run, SectionsReadOnlyTheFilesTheyNeed)
     EXPECT_EQ(r.status, kExitOk) << r.err;
     EXPECT_EQ(counters_only.reads.count("/proc/net/sdp"), 0U);
     EXPECT_EQ(r.out, format_counters(parse_counters(kCountersExample).counters, false));
+}
+
+TEST(Run, ExtendedReadsTheInfoFileToo)
+{
+    FakeSystem sys;
+    AddExampleFiles(sys);
+    sys.files["/proc/net/sdpinfo"] = {kInfoExample};
+    RunResult r = RunTool({"-se"}, sys);
+    EXPECT_EQ(r.status, kExitOk) << r.err;
+    std::vector<Socket> sockets = parse_sockets(kSocketsExample).sockets;
+    attach_info(&sockets, parse_info(kInfoExample).rows);
+    EXPECT_EQ(r.out, format_sockets(sockets, false));
+    r = RunTool({"--extended", "--json", "-s"}, sys);
+    EXPECT_EQ(r.status, kExitOk) << r.err;
+    EXPECT_NE(r.out.find("\"inode\": 12350, \"info\": {\"rx_bufs\": 8, "), std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("\"src\": \"active\", \"src_offers\": 1"), std::string::npos) << r.out;
+    // Without -e the file is not read.
+    FakeSystem plain;
+    AddExampleFiles(plain);
+    r = RunTool({"-s"}, plain);
+    EXPECT_EQ(plain.reads.count("/proc/net/sdpinfo"), 0U);
+    EXPECT_EQ(r.out.find("rx_bufs"), std::string::npos);
+    // A module without the file: a usage error, nothing printed.
+    r = RunTool({"-e"}, plain);
+    EXPECT_EQ(r.status, kExitUsage);
+    EXPECT_EQ(r.out, "");
+    EXPECT_NE(r.err.find("/proc/net/sdpinfo"), std::string::npos);
+    // A malformed line: reported, the rest shown.
+    FakeSystem bad;
+    AddExampleFiles(bad);
+    bad.files["/proc/net/sdpinfo"] = {std::string(kInfoExample) + "12351 1\n"};
+    r = RunTool({"-s", "-e"}, bad);
+    EXPECT_EQ(r.status, kExitMalformed);
+    EXPECT_NE(r.err.find("sdpinfo:4:"), std::string::npos) << r.err;
+    EXPECT_NE(r.out.find("src:active"), std::string::npos);
 }
 
 TEST(Run, ModuleNotLoaded)
