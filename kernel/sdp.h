@@ -952,6 +952,7 @@ int sdp_socket_register(int family, int ipproto);
 void sdp_socket_unregister(void);
 struct sock *sdp_sk_alloc(struct net *net, const struct sock *like, int kern);
 void sdp_write_space(struct sock *sk);
+void sdp_wake_pair(struct sock *sk);
 struct sock *sdp_sk_clone(struct sock *parent);
 void sdp_update_local(struct sock *sk);
 void sdp_sock_init_flags(struct socket *sock);

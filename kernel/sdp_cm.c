@@ -338,8 +338,7 @@ static void sdp_connected(struct sock *sk)
 	sdp_set_state(sk, TCP_ESTABLISHED);
 	if (sock_flag(sk, SOCK_KEEPOPEN))
 		sdp_reset_keepalive(sk);
-	sk->sk_state_change(sk);
-	sdp_write_space(sk);
+	sdp_wake_pair(sk);
 }
 
 /* Active side: the REP arrived with the HelloAck. */

@@ -396,8 +396,7 @@ static void sdp_fb_use(struct sock *sk, int reason)
 		WRITE_ONCE(ssk->fb_err_seen, READ_ONCE(tsk->sk_err));
 		WRITE_ONCE(sk->sk_err, READ_ONCE(tsk->sk_err));
 	}
-	sk->sk_state_change(sk);
-	sdp_write_space(sk);
+	sdp_wake_pair(sk);
 }
 
 /* Bind the TCP socket where the application bound the SDP one. */

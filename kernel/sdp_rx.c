@@ -561,8 +561,11 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 	case SDP_RX_DISCONN:
 		WRITE_ONCE(sk->sk_shutdown, sk->sk_shutdown | RCV_SHUTDOWN);
 		sdp_close_event(sk, SDP_CLOSE_PEER_DISCONN);
+		/* One edge for edge-triggered epoll (sdp_wake_pair()). */
+		local_bh_disable();
 		sk->sk_state_change(sk);
 		sk->sk_data_ready(sk);
+		local_bh_enable();
 		sdp_maybe_disconnect(sk);
 		break;
 	case SDP_RX_ZCOPY:

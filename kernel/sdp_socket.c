@@ -97,6 +97,25 @@ void sdp_write_space(struct sock *sk)
 		wake_up_all(&sdp_sk(sk)->zc_async_wait);
 }
 
+/*
+ * A change of state that is also a change of room (connected, or over
+ * TCP now): sk_state_change(), then the writers.  TCP gives its two
+ * wake-ups for one change (tcp_fin() and tcp_data_ready() for a FIN) from
+ * softirq; here they come from process context, where a waiter woken by
+ * the first could preempt us before the second and take the event, and
+ * the second would then be another edge for edge-triggered epoll where
+ * TCP gives one.  With bottom halves off (preemption off) between them, a
+ * waiter on this CPU runs after both.  The DisConn's pair is in
+ * sdp_rx_complete().
+ */
+void sdp_wake_pair(struct sock *sk)
+{
+	local_bh_disable();
+	sk->sk_state_change(sk);
+	sdp_write_space(sk);
+	local_bh_enable();
+}
+
 static void sdp_sk_destruct(struct sock *sk)
 {
 	struct sdp_sock *ssk = sdp_sk(sk);
