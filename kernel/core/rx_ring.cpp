@@ -8,20 +8,6 @@
 
 #include "sdp_core.h"
 
-namespace {
-
-// Never fewer than this many posted before a free buffer may go back: at
-// least the peer's control reserve (credits.h), so that whatever fills the
-// rest, the peer can still send the RdmaRdCompl, SendSM or credit update
-// that the other side of this connection may be waiting for.  The host's
-// base is at least 4 (ring_min), above the reserve of 2.
-bool below_base(const sdp_core_rx_ring& r)
-{
-    return r.posted < r.base;
-}
-
-} // namespace
-
 extern "C" int sdp_core_rx_free_buffer(const sdp_core_rx_ring* r)
 {
     // Added buffers go back while the peer's stream idles (trim), and as
@@ -34,8 +20,10 @@ extern "C" int sdp_core_rx_free_buffer(const sdp_core_rx_ring* r)
     // very buffers the peer's control messages land in, and leave the peer
     // with no credit at all while our blocked send waits for its answer
     // and our reader waits for that send (an echo server).  Not below the
-    // first number posted, then; the ring shrinks as the reader catches up.
-    if (below_base(*r))
+    // first number posted, then (ring_min, at least 4: above the peer's
+    // control reserve of 2, credits.h); the ring shrinks as the reader
+    // catches up.
+    if (r->posted < r->base)
         return SDP_RX_FREE_POST;
     if (r->live <= r->base)
         return SDP_RX_FREE_AT_BASE;
