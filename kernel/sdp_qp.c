@@ -180,16 +180,15 @@ static int sdp_ring_alloc(struct ib_device *dev, struct sdp_ring *r, u32 count,
  * saves the completion work's context switch and its wake-up of that same
  * thread.  Sleepers that claimed nothing re-check their conditions and
  * wait again; the claimer's processing wakes them for what it finds.
+ *
+ * The wake-up changes no readiness, and its key says so to poll, select
+ * and epoll (sdp_zc_wake_waits()): with EPOLLIN an edge-triggered epoll
+ * reported input that waited unread once more per completion, which TCP
+ * never does.
  */
 static void sdp_cq_wake_claimers(struct sock *sk)
 {
-	struct socket_wq *wq;
-
-	rcu_read_lock();
-	wq = rcu_dereference(sk->sk_wq);
-	if (skwq_has_sleeper(wq))
-		wake_up_interruptible_poll(&wq->wait, EPOLLIN | EPOLLRDNORM);
-	rcu_read_unlock();
+	sdp_zc_wake_waits(sk);
 }
 
 static void sdp_cq_comp_handler(struct ib_cq *cq, void *ctx)

@@ -591,7 +591,7 @@ void sdp_rx_complete(struct sock *sk, struct ib_wc *wc)
 	}
 	/* A zero-copy send may wait for the credits this message brought. */
 	if (ssk->tx_busy || ssk->zc_credit_wait)
-		sdp_zc_wake(sk);
+		sdp_zc_wake_waits(sk);
 	sdp_zc_credit_progress(sk);
 consumed:
 	if (b->off == b->end) {

@@ -79,12 +79,25 @@ void sdp_zc_wake(struct sock *sk)
 }
 
 /*
- * Wake the zero-copy waits only, not poll, select or epoll: for what
- * changes no poll mask (the teardown claimed the registrations, the
- * receive queue drained).  Their entries ignore the key; poll's and
- * epoll's skip a key outside the events they wait for, and no socket
- * reports EPOLLMSG.  An edge-triggered epoll of a reset socket thus sees
- * the reset once, as TCP's does.
+ * The socket may have become writable (a transfer ended, a wait that held
+ * sends back is over): the waits and the pollers of EPOLLOUT, keyed as
+ * sdp_write_space() keys them, so that a poller of input only is not
+ * woken (edge-triggered epoll would report input that waited unread once
+ * more, which TCP does not).
+ */
+static void sdp_zc_wake_writers(struct sock *sk)
+{
+	sdp_zc_wake_key(sk, poll_to_key(EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND));
+}
+
+/*
+ * Wake the threads asleep in socket calls (the zero-copy waits among them)
+ * but not poll, select or epoll: for what changes no poll mask (the
+ * teardown claimed the registrations, the receive queue drained, a
+ * completion for the threads that claimed the CQ).  Their entries ignore
+ * the key; poll's and epoll's skip a key outside the events they wait
+ * for, and no socket reports EPOLLMSG.  An edge-triggered epoll of a reset
+ * socket thus sees the reset once, as TCP's does.
  */
 void sdp_zc_wake_waits(struct sock *sk)
 {
@@ -118,25 +131,35 @@ long sdp_zc_wait_slice(struct sock *sk, long timeo)
 
 /*
  * The send queue is idle: non-blocking calls that got EAGAIN for it may go
- * on (poll says so again).  Returns whether anybody waited for it.
+ * on (poll says so again).  Returns the readiness that may have come
+ * (sdp_poll(): an offer a receive could not take, a send held back),
+ * 0 if nobody waited for it.
  */
-static bool sdp_zc_sq_idle_reached(struct sdp_sock *ssk)
+static __poll_t sdp_zc_sq_idle_reached(struct sdp_sock *ssk)
 {
-	bool waited = ssk->sq_idle_waiters || ssk->zc_sq_wanted ||
-		      ssk->zc_rx_sq_wanted;
+	__poll_t may = 0;
 
 	if (!sdp_sq_idle(ssk))
-		return false;
+		return 0;
+	if (ssk->zc_rx_sq_wanted)
+		may |= EPOLLIN | EPOLLRDNORM;
+	if (ssk->sq_idle_waiters || ssk->zc_sq_wanted)
+		may |= EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND;
 	WRITE_ONCE(ssk->zc_sq_wanted, false);
 	WRITE_ONCE(ssk->zc_rx_sq_wanted, false);
-	return waited;
+	return may;
 }
 
-/* A send work request completed: wake a zero-copy call waiting for an idle SQ. */
+/*
+ * A send work request completed: wake a zero-copy call waiting for an
+ * idle SQ, and the pollers of what it makes ready.
+ */
 void sdp_zc_sq_progress(struct sock *sk)
 {
-	if (sdp_zc_sq_idle_reached(sdp_sk(sk)))
-		sdp_zc_wake(sk);
+	__poll_t may = sdp_zc_sq_idle_reached(sdp_sk(sk));
+
+	if (may)
+		sdp_zc_wake_key(sk, poll_to_key(may));
 	sdp_zc_credit_progress(sk);
 }
 
@@ -195,8 +218,11 @@ void sdp_zc_complete(struct sock *sk, struct ib_wc *wc)
 		map->wc_status = wc->status;
 	if ((tag & 0xf00) == SDP_ZC_WR_INV)
 		map->inv_done = true;
-	sdp_zc_sq_idle_reached(ssk);
-	sdp_zc_wake(sk);
+	/* The call that waits for this work request, and the pollers of
+	 * what an awaited idle SQ makes ready.
+	 */
+	sdp_zc_wake_key(sk, poll_to_key(sdp_zc_sq_idle_reached(ssk) ?:
+					EPOLLMSG));
 }
 
 /*
@@ -305,7 +331,7 @@ static int sdp_zc_wait_sq_idle(struct sock *sk)
 			      sdp_zc_own_wr_ms());
 	/* The last one lets the senders that held back go on. */
 	if (!--ssk->sq_idle_waiters)
-		sdp_zc_wake(sk);
+		sdp_zc_wake_writers(sk);
 	if (sdp_zc_dead(sk))
 		return -EPIPE;
 	if (!idle) {
@@ -450,7 +476,7 @@ void sdp_zc_credit_progress(struct sock *sk)
 	    (!sdp_zc_can_offer(ssk) && !sdp_zc_dead(sk)))
 		return;
 	WRITE_ONCE(ssk->zc_credit_wanted, false);
-	sdp_zc_wake(sk);
+	sdp_zc_wake_writers(sk);
 }
 
 static bool sdp_zc_wr_compl_posted(struct sdp_sock *ssk)
@@ -991,7 +1017,7 @@ out:
 	 */
 	if (!ssk->zc_async_n && !ssk->zc_held_req)
 		ssk->tx_busy = false;
-	sdp_zc_wake(sk);
+	sdp_zc_wake_writers(sk);
 	return next;
 }
 
@@ -1138,7 +1164,7 @@ int sdp_zc_held_settle(struct sock *sk, struct msghdr *msg, long *timeo,
 	}
 	if (!ssk->zc_async_n) {
 		ssk->tx_busy = false;
-		sdp_zc_wake(sk);
+		sdp_zc_wake_writers(sk);
 	}
 	return err;
 }
@@ -1161,6 +1187,7 @@ void sdp_zc_async_work(struct work_struct *work)
 					    zc_async_work);
 	struct sock *sk = &ssk->sk;
 	bool destroy = false;
+	bool closing;
 
 	lock_sock(sk);
 	ssk->zc_async_task = current;
@@ -1220,13 +1247,14 @@ void sdp_zc_async_work(struct work_struct *work)
 				     SDP_ZC_ASYNC_MAX;
 		WRITE_ONCE(ssk->zc_async_n, ssk->zc_async_n - 1);
 		/* A send waiting to join, and pollers (EPOLLOUT). */
-		sdp_zc_wake(sk);
+		sdp_zc_wake_writers(sk);
 	}
 	WRITE_ONCE(ssk->zc_async_stopped, false);
 	ssk->zc_async = false;
 	ssk->zc_async_task = NULL;
 	/* A blocking send that waits for its offers keeps the stream. */
 	ssk->tx_busy = ssk->zc_held_req != NULL;
+	closing = ssk->zc_async_fin || ssk->zc_async_close;
 	if (ssk->zc_async_fin) {
 		ssk->zc_async_fin = false;
 		sdp_shutdown_send(sk);
@@ -1235,8 +1263,13 @@ void sdp_zc_async_work(struct work_struct *work)
 		ssk->zc_async_close = false;
 		destroy = sdp_zc_async_closed(sk);
 	}
-	/* Senders and pollers (POLLOUT) waited for the stream. */
-	sdp_zc_wake(sk);
+	/* Senders and pollers (POLLOUT) waited for the stream, and
+	 * anybody for a shutdown or close that waited for it.
+	 */
+	if (closing)
+		sdp_zc_wake(sk);
+	else
+		sdp_zc_wake_writers(sk);
 	release_sock(sk);
 	if (destroy)
 		sdp_destroy_resources(sk);
@@ -1416,7 +1449,7 @@ int sdp_zc_recv_offer(struct sock *sk, struct msghdr *msg, size_t len,
 	sdp_zc_sync_rsa(ssk);
 	if (ssk->res_ready && !ssk->qp_error)
 		sdp_push(sk, 0); /* RdmaRdCompl */
-	sdp_zc_wake(sk);
+	sdp_zc_wake_waits(sk); /* readers behind this one */
 	if (!ok)
 		return -EPIPE;
 	iov_iter_advance(&msg->msg_iter, want);
@@ -1666,7 +1699,7 @@ done:
 	sdp_core_adv_end(&ssk->core, &written);
 	sdp_core_adv_release(&ssk->core); /* a hit or a miss for adv_try */
 	ssk->rx_busy = false;
-	sdp_zc_wake(sk);
+	sdp_zc_wake_waits(sk); /* readers behind this one */
 	if (written) {
 		iov_iter_advance(&msg->msg_iter, written);
 		*copied += written;
@@ -1766,5 +1799,9 @@ void sdp_zc_rx_event(struct sock *sk, const struct sdp_core_rx *msg)
 	default:
 		break;
 	}
-	sdp_zc_wake(sk);
+	/* The calls that wait for the peer's answer; what the message
+	 * takes from readiness (a cancelled offer, stopped asynchronous
+	 * sends) needs no wake-up, what it adds (an offer) had its own.
+	 */
+	sdp_zc_wake_waits(sk);
 }
