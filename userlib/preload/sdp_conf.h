@@ -17,6 +17,9 @@
 extern "C" {
 #endif
 
+/* C names, kernel style, also where C++ tests include them. */
+/* NOLINTBEGIN(readability-identifier-naming) */
+
 enum sdp_conf_use {
 	SDP_USE_NONE = 0, /* no rule matched */
 	SDP_USE_SDP,	  /* SDP only */
@@ -101,6 +104,8 @@ enum sdp_conf_use sdp_conf_match(const struct sdp_conf *conf, enum sdp_conf_role
 bool sdp_conf_program_may_use_sdp(const struct sdp_conf *conf, const char *program);
 
 const char *sdp_conf_use_name(enum sdp_conf_use use);
+
+/* NOLINTEND(readability-identifier-naming) */
 
 #ifdef __cplusplus
 }
