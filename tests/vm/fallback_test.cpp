@@ -155,7 +155,7 @@ void expect_stream_works(int client, int server)
     send_all(server, down);
     EXPECT_EQ(recv_all(client, down.size()), down);
     ASSERT_EQ(shutdown(client, SHUT_WR), 0) << strerror(errno);
-    char c;
+    char c = 0;
     EXPECT_EQ(recv(server, &c, 1, 0), 0);
     ASSERT_EQ(shutdown(server, SHUT_WR), 0) << strerror(errno);
     EXPECT_EQ(recv(client, &c, 1, 0), 0);
@@ -392,7 +392,7 @@ TEST(Fallback, OptionsSetBeforeConnectAreTheTcpSockets)
     ASSERT_EQ(getsockopt(c.get(), SOL_TCP, TCP_INFO, &info, &len), 0) << strerror(errno);
     EXPECT_EQ(info.tcpi_state, TCP_ESTABLISHED);
     // SO_RCVTIMEO holds for the TCP receive: EAGAIN, not a hang.
-    char b;
+    char b = 0;
     EXPECT_EQ(recv(c.get(), &b, 1, 0), -1);
     EXPECT_EQ(errno, EAGAIN);
     // And one changed after the fallback too.
@@ -705,7 +705,7 @@ TEST(Listener, ClosingItResetsTcpClientsNotAcceptedAsTcpDoes)
         pollfd p{l.get(), POLLIN, 0};
         ASSERT_EQ(poll(&p, 1, 20000 * wait_scale()), 1);
         l.reset();
-        char b;
+        char b = 0;
         got.push_back(recv(tc.get(), &b, 1, 0) < 0 ? errno : 0);
     }
     EXPECT_EQ(got[1], got[0]) << strerror(got[1]) << " vs " << strerror(got[0]);
@@ -828,8 +828,8 @@ TEST_F(NoRdmaAddress, IsTcpsOnly)
 // happened, before the bytes go, and the children make no charged
 // allocation (a file, a pipe's page) while it holds.
 
-constexpr long long kHeadroom = 256 * 1024;
-constexpr size_t kProbeBytes = 16 * 1024;
+constexpr long long kHeadroom = 256LL * 1024;
+constexpr size_t kProbeBytes = size_t{16} * 1024;
 
 class MemcgFallback : public ::testing::Test {
   protected:
@@ -929,7 +929,7 @@ class MemcgFallback : public ::testing::Test {
     bool wait_ready()
     {
         pollfd p{ready_.get(), POLLIN, 0};
-        char c;
+        char c = 0;
         return poll(&p, 1, 30000) == 1 && read(ready_.get(), &c, 1) == 1;
     }
 
@@ -951,7 +951,7 @@ class MemcgFallback : public ::testing::Test {
             status = -1;
         }
         char buf[512];
-        ssize_t n;
+        ssize_t n = 0;
         while ((n = read(report_.get(), buf, sizeof(buf))) > 0)
             text->append(buf, static_cast<size_t>(n));
         return status < 0 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
@@ -965,7 +965,7 @@ class MemcgFallback : public ::testing::Test {
         const int n = vsnprintf(buf, sizeof(buf), fmt, ap);
         va_end(ap);
         if (n > 0)
-            (void)!write(fd, buf, std::min(static_cast<size_t>(n), sizeof(buf) - 1));
+            (void)(write(fd, buf, std::min(static_cast<size_t>(n), sizeof(buf) - 1)) < 0);
     }
 
     static bool send_bytes(int fd, const std::vector<char>& data)
@@ -1062,7 +1062,7 @@ TEST_F(MemcgFallback, AListenerOutOfMemoryIsBusyAndTakesTheClientOverTcp)
         }
         if (!leave_headroom(out))
             return 3;
-        (void)!write(ready, "r", 1);
+        (void)(write(ready, "r", 1) < 0);
         pollfd p{l, POLLIN, 0};
         if (poll(&p, 1, 30000) != 1) {
             say(out, "nothing to accept in 30 s");

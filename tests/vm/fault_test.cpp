@@ -1578,7 +1578,7 @@ TEST_F(FailedAlloc, ACqWithoutRoomForZeroCopyLeavesItOff)
     set_timeouts(p.server.get(), 30);
     ASSERT_TRUE(write_file(kFailPostKinds, "16"));
     ASSERT_TRUE(write_file(kFailPosts, "2")); // both ends' first zero copy
-    constexpr size_t kBytes = 4 * 1024 * 1024;
+    constexpr size_t kBytes = size_t{4} * 1024 * 1024;
     std::atomic<bool> written{false};
     std::thread writer([&] {
         std::vector<unsigned char> buf(kBytes);
