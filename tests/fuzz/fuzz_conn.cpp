@@ -671,7 +671,7 @@ void Harness::src_avail(int s)
     if (zc0.src_offers >= d.src_limit ||
         (zc0.src_offers != 0 && zc0.src_offers >= zc0.peer_max_adverts))
         CHECK(!room);
-    if (!zc0.src_pending && !d.srcs.empty() && d.srcs.back().acked != d.srcs.back().len)
+    if ((zc0.src_pending == 0) && !d.srcs.empty() && d.srcs.back().acked != d.srcs.back().len)
         CHECK(!room);
     const u32 credits0 = sdp_core_tx_credits(&d.conn);
     const sdp_core_zc zc{len, d.next_key, vaddr};

@@ -131,10 +131,10 @@ void exchange(int a, int b, char tag)
 // =====================================================================================
 
 enum class Ka {
-    On,         // SO_KEEPALIVE 1, close
-    OnOff,      // SO_KEEPALIVE 1, SO_KEEPALIVE 0, close
-    OnIdleWait, // SO_KEEPALIVE 1, TCP_KEEPIDLE 1, 2 s idle (probes go out), close
-    Listener,   // SO_KEEPALIVE 1 on the listener, inherited by the accepted socket
+    kOn,         // SO_KEEPALIVE 1, close
+    kOnOff,      // SO_KEEPALIVE 1, SO_KEEPALIVE 0, close
+    kOnIdleWait, // SO_KEEPALIVE 1, TCP_KEEPIDLE 1, 2 s idle (probes go out), close
+    kListener,   // SO_KEEPALIVE 1 on the listener, inherited by the accepted socket
 };
 
 struct KaCase {
@@ -160,7 +160,7 @@ TEST_P(KeepaliveLifecycle, SocketsFreedAndModuleReferencesReturned)
     {
         Fd listener = sdp_listener(kAddrA, c.port);
         ASSERT_GE(listener.get(), 0);
-        if (c.seq == Ka::Listener)
+        if (c.seq == Ka::kListener)
             ASSERT_EQ(set_int(listener.get(), SOL_SOCKET, SO_KEEPALIVE, 1), 0);
         Fd client = sdp_connect(kAddrA, c.port);
         ASSERT_GE(client.get(), 0);
@@ -172,25 +172,25 @@ TEST_P(KeepaliveLifecycle, SocketsFreedAndModuleReferencesReturned)
 
         for (const int fd : {client.get(), server.get()}) {
             switch (c.seq) {
-            case Ka::On:
+            case Ka::kOn:
                 ASSERT_EQ(set_int(fd, SOL_SOCKET, SO_KEEPALIVE, 1), 0);
                 break;
-            case Ka::OnOff:
+            case Ka::kOnOff:
                 ASSERT_EQ(set_int(fd, SOL_SOCKET, SO_KEEPALIVE, 1), 0);
                 ASSERT_EQ(set_int(fd, SOL_SOCKET, SO_KEEPALIVE, 0), 0);
                 break;
-            case Ka::OnIdleWait:
+            case Ka::kOnIdleWait:
                 ASSERT_EQ(set_int(fd, SOL_SOCKET, SO_KEEPALIVE, 1), 0);
                 ASSERT_EQ(set_int(fd, IPPROTO_TCP, TCP_KEEPIDLE, 1), 0);
                 break;
-            case Ka::Listener:
+            case Ka::kListener:
                 break;
             }
         }
-        const int on = c.seq == Ka::OnOff ? 0 : 1;
-        EXPECT_EQ(get_int(client.get(), SOL_SOCKET, SO_KEEPALIVE), c.seq == Ka::Listener ? 0 : on);
+        const int on = c.seq == Ka::kOnOff ? 0 : 1;
+        EXPECT_EQ(get_int(client.get(), SOL_SOCKET, SO_KEEPALIVE), c.seq == Ka::kListener ? 0 : on);
         EXPECT_EQ(get_int(server.get(), SOL_SOCKET, SO_KEEPALIVE), on);
-        if (c.seq == Ka::OnIdleWait) {
+        if (c.seq == Ka::kOnIdleWait) {
             std::this_thread::sleep_for(std::chrono::seconds(2));
             // Both ends were idle for longer than TCP_KEEPIDLE: each probed.
             EXPECT_GE(counter_delta(before, "keepalive_probes"), 2u);
@@ -212,10 +212,10 @@ TEST_P(KeepaliveLifecycle, SocketsFreedAndModuleReferencesReturned)
 }
 
 INSTANTIATE_TEST_SUITE_P(Lifecycle, KeepaliveLifecycle,
-                         ::testing::Values(KaCase{"OnThenClose", Ka::On, 7901},
-                                           KaCase{"OnOffThenClose", Ka::OnOff, 7902},
-                                           KaCase{"IdleProbesThenClose", Ka::OnIdleWait, 7903},
-                                           KaCase{"InheritedFromListener", Ka::Listener, 7904}),
+                         ::testing::Values(KaCase{"OnThenClose", Ka::kOn, 7901},
+                                           KaCase{"OnOffThenClose", Ka::kOnOff, 7902},
+                                           KaCase{"IdleProbesThenClose", Ka::kOnIdleWait, 7903},
+                                           KaCase{"InheritedFromListener", Ka::kListener, 7904}),
                          [](const ::testing::TestParamInfo<KaCase>& info) {
                              return std::string(info.param.name);
                          });
@@ -224,12 +224,12 @@ INSTANTIATE_TEST_SUITE_P(Lifecycle, KeepaliveLifecycle,
 // F8: IPv6 addresses, TCP as the oracle
 // =====================================================================================
 
-enum class Kind { Tcp, Sdp };
+enum class Kind { kTcp, kSdp };
 
 // A stream socket: TCP of `tcp_family`, or SDP (one family for IPv4 and IPv6).
 int stream_socket(Kind k, int tcp_family)
 {
-    return socket(k == Kind::Tcp ? tcp_family : sdp_family(), SOCK_STREAM, 0);
+    return socket(k == Kind::kTcp ? tcp_family : sdp_family(), SOCK_STREAM, 0);
 }
 
 sockaddr_in6 make_addr6(const char* ip, int port, uint32_t scope = 0)
@@ -497,7 +497,7 @@ class Uring {
 };
 
 // How a test issues bind() and connect().
-enum class Via { Syscall, Uring };
+enum class Via { kSyscall, kUring };
 
 // One io_uring request with the pattern primed just before, in a thread of
 // its own: io_uring delivers completions through task work, which
@@ -522,7 +522,7 @@ int uring_primed(uint8_t opcode, int fd, const void* addr, socklen_t len)
 // bind()/connect() with the pattern primed just before, by `via`.
 int primed_bind(Via via, int fd, const void* addr, socklen_t len)
 {
-    if (via == Via::Uring)
+    if (via == Via::kUring)
         return uring_primed(Uring::kOpBind, fd, addr, len);
     prime_kernel_stack(false);
     return bind(fd, sa(addr), len) == 0 ? 0 : errno;
@@ -530,7 +530,7 @@ int primed_bind(Via via, int fd, const void* addr, socklen_t len)
 
 int primed_connect(Via via, int fd, const void* addr, socklen_t len)
 {
-    if (via == Via::Uring)
+    if (via == Via::kUring)
         return uring_primed(IORING_OP_CONNECT, fd, addr, len);
     prime_kernel_stack(true);
     return connect(fd, sa(addr), len) == 0 ? 0 : errno;
@@ -544,7 +544,7 @@ class Trace {
     void name(const std::string& what, const Name& n, bool mask_port, bool global)
     {
         text_ << what << ": " << describe(n, mask_port) << "\n";
-        if (global && kind_ == Kind::Sdp)
+        if (global && kind_ == Kind::kSdp)
             expect_clean_name(n, std::string("SDP ") + what);
     }
     void note(const std::string& line) { text_ << line << "\n"; }
@@ -642,7 +642,7 @@ std::string scn_v4mapped(Kind k, socklen_t len, int port)
     set_timeouts(client.get(), 20);
     const std::string mapped = std::string("::ffff:") + kAddrA;
     const sockaddr_in6 a6 = make_addr6(mapped.c_str(), port);
-    const int err = primed_connect(Via::Syscall, client.get(), &a6, len);
+    const int err = primed_connect(Via::kSyscall, client.get(), &a6, len);
     t.rec("connect " + mapped + " len " + std::to_string(len), err);
     if (err == 0)
         trace_connection(t, listener.get(), client.get(), true);
@@ -665,7 +665,7 @@ std::optional<LinkLocal> link_local_of(const std::string& dev)
             continue;
         std::string text;
         for (size_t i = 0; i < 32; i += 4)
-            text += (i ? ":" : "") + hex.substr(i, 4);
+            text += (i != 0u ? ":" : "") + hex.substr(i, 4);
         in6_addr bin{};
         char canon[INET6_ADDRSTRLEN];
         inet_pton(AF_INET6, text.c_str(), &bin);
@@ -744,7 +744,7 @@ std::string scn_link_local_no_scope(Kind k, const LinkLocal& ll, int port)
     }
     {
         Fd fd(stream_socket(k, AF_INET6));
-        t.rec("bind len 24", primed_bind(Via::Syscall, fd.get(), &a, kSin6LenRfc2133));
+        t.rec("bind len 24", primed_bind(Via::kSyscall, fd.get(), &a, kSin6LenRfc2133));
     }
     {
         Fd fd(stream_socket(k, AF_INET6));
@@ -754,7 +754,7 @@ std::string scn_link_local_no_scope(Kind k, const LinkLocal& ll, int port)
     {
         Fd fd(stream_socket(k, AF_INET6));
         set_timeouts(fd.get(), 20);
-        t.rec("connect len 24", primed_connect(Via::Syscall, fd.get(), &a, kSin6LenRfc2133));
+        t.rec("connect len 24", primed_connect(Via::kSyscall, fd.get(), &a, kSin6LenRfc2133));
     }
     return t.str();
 }
@@ -762,20 +762,20 @@ std::string scn_link_local_no_scope(Kind k, const LinkLocal& ll, int port)
 // Runs a scenario over TCP, then SDP, and compares the traces.
 template <typename Scenario> void expect_same_as_tcp(Scenario scenario)
 {
-    const std::string tcp = scenario(Kind::Tcp);
-    const std::string sdp = scenario(Kind::Sdp);
+    const std::string tcp = scenario(Kind::kTcp);
+    const std::string sdp = scenario(Kind::kSdp);
     std::cout << "[ TRACE    ] TCP and SDP\n" << tcp;
     EXPECT_EQ(sdp, tcp) << "SDP (first) differs from TCP (second)";
 }
 
 TEST(Ipv6Addresses, BindWithRfc2133LengthReportsNoScopeId)
 {
-    expect_same_as_tcp([](Kind k) { return scn_bind24(k, Via::Syscall, 7911); });
+    expect_same_as_tcp([](Kind k) { return scn_bind24(k, Via::kSyscall, 7911); });
 }
 
 TEST(Ipv6Addresses, BindWithRfc2133LengthThroughIoUringReportsNoScopeId)
 {
-    expect_same_as_tcp([](Kind k) { return scn_bind24(k, Via::Uring, 7912); });
+    expect_same_as_tcp([](Kind k) { return scn_bind24(k, Via::kUring, 7912); });
     Fd probe(socket(AF_INET6, SOCK_STREAM, 0));
     const sockaddr_in6 a = make_addr6(kAddr6A, 0);
     const int err = uring_primed(Uring::kOpBind, probe.get(), &a, sizeof(a));
@@ -787,19 +787,19 @@ TEST(Ipv6Addresses, BindWithRfc2133LengthThroughIoUringReportsNoScopeId)
 
 TEST(Ipv6Addresses, ConnectWithRfc2133LengthReportsNoScopeId)
 {
-    expect_same_as_tcp([](Kind k) { return scn_connect24(k, Via::Syscall, 7913); });
+    expect_same_as_tcp([](Kind k) { return scn_connect24(k, Via::kSyscall, 7913); });
 }
 
 TEST(Ipv6Addresses, ConnectWithRfc2133LengthThroughIoUringReportsNoScopeId)
 {
-    expect_same_as_tcp([](Kind k) { return scn_connect24(k, Via::Uring, 7914); });
+    expect_same_as_tcp([](Kind k) { return scn_connect24(k, Via::kUring, 7914); });
 }
 
 TEST(Ipv6Addresses, LengthBelowRfc2133IsEinval)
 {
     expect_same_as_tcp([](Kind k) { return scn_short_lengths(k, 7915); });
     // And TCP's answer is EINVAL throughout.
-    const std::string tcp = scn_short_lengths(Kind::Tcp, 7915);
+    const std::string tcp = scn_short_lengths(Kind::kTcp, 7915);
     std::istringstream lines(tcp);
     std::string line;
     while (std::getline(lines, line))
@@ -834,7 +834,7 @@ TEST(Ipv6Addresses, LinkLocalWithoutScopeIdAsTcp)
 // F5: memory cgroup
 // =====================================================================================
 
-constexpr long long kMiB = 1024 * 1024;
+constexpr long long kMiB = 1024LL * 1024;
 constexpr long long kMemcgLimit = 64 * kMiB;
 // A pair's receive rings hold at least 8 buffers of net.sdp.buf_size_initial
 // (4 KiB, set for the test) on both ends, 64 KiB (send buffers come with the
@@ -842,7 +842,7 @@ constexpr long long kMemcgLimit = 64 * kMiB;
 // memory.current may lag the slab by the byte charges memcg caches per CPU
 // (a page each), so 7/8 of that is asked, far above what a pair costs with
 // uncharged rings.
-constexpr long long kMinChargePerPair = 56 * 1024;
+constexpr long long kMinChargePerPair = 56LL * 1024;
 constexpr int kMeasurePairs = 8; // the average charge is taken over these
 constexpr int kMaxPairs = 1200;  // 64 MiB / 56 KiB = 1170 pairs at the least charge
 // Not charged: Soft-RoCE's queues (vmalloc), CM ids, page tables; about
@@ -852,7 +852,7 @@ constexpr long long kHostSlack = 192 * kMiB;
 constexpr int kMemcgPort = 7930;
 // What the child touches after the failure: well within the reserve
 // sdp.ko leaves (net.sdp.memcg_reserve_kb, 1 MiB).
-constexpr size_t kMemcgAfterFailure = 256 * 1024;
+constexpr size_t kMemcgAfterFailure = 256UL * 1024;
 constexpr const char* kCgroupName = "sdp-lifecycle";
 
 // What the child reports through a pipe.
@@ -916,7 +916,7 @@ bool memcg_child_goes_on(MemcgReport* r)
         if (stop == kStopFailed)
             r.went_on = memcg_child_goes_on(&r) ? 1 : 0;
         r.done = 1;
-        (void)!write(report_fd, &r, sizeof(r));
+        (void)(write(report_fd, &r, sizeof(r)) < 0);
         _exit(0);
     };
     char go = 0;
@@ -1162,7 +1162,9 @@ std::string user_processes()
         if (read_file("/proc/" + pid + "/cmdline").value_or("").empty())
             continue;
         const std::string comm = read_file("/proc/" + pid + "/comm").value_or("?\n");
-        out += pid + " " + comm;
+        out += pid;
+        out += " ";
+        out += comm;
     }
     closedir(dir);
     return out;

@@ -62,6 +62,7 @@
 namespace {
 
 constexpr uint32_t kMagic = 0x53445050; // "SDPP"
+constexpr size_t kKiB = 1024;
 constexpr size_t kMaxChunk = 1 << 20;
 
 enum class Mode : uint32_t {
@@ -119,13 +120,13 @@ void say(const std::string& s)
 }
 
 using Clock = std::chrono::steady_clock;
-const Clock::time_point start_time = Clock::now();
+const Clock::time_point kStartTime = Clock::now();
 std::atomic<int64_t> t0_ns{-1}; // steady-clock ns of the fault, once seen
 
 double since_t0(Clock::time_point t)
 {
     const int64_t t0 = t0_ns.load();
-    const auto base = t0 >= 0 ? start_time + std::chrono::nanoseconds(t0) : start_time;
+    const auto base = t0 >= 0 ? kStartTime + std::chrono::nanoseconds(t0) : kStartTime;
     return std::chrono::duration<double>(t - base).count();
 }
 
@@ -278,10 +279,11 @@ uint64_t pattern_check(uint64_t seed, uint64_t off, const uint8_t* p, size_t n)
         const uint64_t o = off + i;
         if ((o & 7) == 0 && n - i >= 8) {
             const uint64_t w = mix(seed ^ (o >> 3));
-            if (std::memcmp(p + i, &w, 8) != 0)
+            if (std::memcmp(p + i, &w, 8) != 0) {
                 for (size_t j = 0; j < 8; j++)
                     if (p[i + j] != pattern_at(seed, o + j))
                         return o + j;
+            }
             i += 8;
         } else {
             if (p[i] != pattern_at(seed, o))
@@ -305,8 +307,8 @@ size_t chunk_size(Rng& r)
     if (k < 45)
         return 1 + r.below(4096);
     if (k < 80)
-        return 4096 + r.below(64 * 1024);
-    return 64 * 1024 + r.below(kMaxChunk - 64 * 1024 + 1);
+        return 4096 + r.below(64 * kKiB);
+    return 64 * kKiB + r.below(kMaxChunk - 64 * kKiB + 1);
 }
 
 void maybe_pause(Rng& r)
@@ -390,7 +392,7 @@ Outcome recv_pattern(int fd, uint64_t seed, uint64_t bytes, uint64_t rng_seed)
 Outcome wait_error(int fd)
 {
     Outcome o;
-    char c;
+    char c = 0;
     for (;;) {
         const ssize_t n = recv(fd, &c, 1, 0);
         if (n < 0 && errno == EINTR)
@@ -443,11 +445,11 @@ Outcome wait_epoll(int fd, uint32_t* epoll_events, bool consume)
 std::string epoll_text(uint32_t e)
 {
     std::string s;
-    if (e & EPOLLERR)
+    if ((e & EPOLLERR) != 0u)
         s += "ERR|";
-    if (e & EPOLLHUP)
+    if ((e & EPOLLHUP) != 0u)
         s += "HUP|";
-    if (e & EPOLLRDHUP)
+    if ((e & EPOLLRDHUP) != 0u)
         s += "RDHUP|";
     if (s.empty())
         return "none";
@@ -816,7 +818,7 @@ int connect_plan()
         while (!done && stat(opt.t0_file.c_str(), &st) != 0)
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
         if (!done)
-            t0_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start_time)
+            t0_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - kStartTime)
                         .count();
     });
     std::vector<std::thread> threads;
@@ -827,7 +829,7 @@ int connect_plan()
         t.join();
     done = true;
     t0_watch.join();
-    const double secs = std::chrono::duration<double>(Clock::now() - start_time).count();
+    const double secs = std::chrono::duration<double>(Clock::now() - kStartTime).count();
     say(std::string(failed ? "FAILED" : "PASSED") + " after " + std::to_string(secs) + " s");
     return failed ? 1 : 0;
 }

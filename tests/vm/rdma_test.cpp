@@ -38,6 +38,8 @@
 namespace sdp::vmtest {
 namespace {
 
+constexpr size_t kKiB = 1024;
+
 unsigned long long inode_of(int fd)
 {
     struct stat st {};
@@ -107,7 +109,7 @@ TEST(ProcNetSdp, ShutdownStatesAreReported)
     Pair p = connected_pair(kAddrA, 7102);
     ASSERT_GE(p.server.get(), 0);
     ASSERT_EQ(shutdown(p.client.get(), SHUT_WR), 0);
-    char c;
+    char c = 0;
     ASSERT_EQ(recv(p.server.get(), &c, 1, 0), 0); // EOF
     std::string client_state, server_state;
     ASSERT_TRUE(eventually([&] {
@@ -346,10 +348,11 @@ TEST(Connect, ShutdownWhileConnectingAbandonsTheAttempt)
             << "the abandoned attempt connected";
         EXPECT_EQ(errno, ENOTCONN) << strerror(errno);
         const std::string remote = ":" + std::to_string(port);
-        for (const auto& s : proc_sockets())
+        for (const auto& s : proc_sockets()) {
             EXPECT_FALSE(s.state != "LISTEN" && s.state != "CLOSE" &&
                          s.remote.find(remote) != std::string::npos)
                 << "a connection of the abandoned attempt is still up, in " << s.state;
+        }
         // Whatever the listener accepted of it has been reset.
         ASSERT_EQ(fcntl(l.get(), F_SETFL, O_NONBLOCK), 0);
         Fd acc(accept(l.get(), nullptr, nullptr));
@@ -835,7 +838,7 @@ TEST(BufferGrowth, AddedBuffersGoBackWhenTheStreamIdles)
 std::string sends_behind_unread_data(int client, int server)
 {
     constexpr size_t kUp = 200000; // client to server, left unread
-    constexpr size_t kMsg = 128 * 1024;
+    constexpr size_t kMsg = 128 * kKiB;
     constexpr size_t kMsgs = 48; // server to client, read as they come
     std::vector<unsigned char> up(kUp);
     for (size_t i = 0; i < kUp; i++)
@@ -1040,7 +1043,7 @@ TEST(CompletionQueue, ZeroCopyMakesItsRoomOnFirstUse)
     transfer_checked(p.server.get(), p.client.get(), 1000, 2);
     EXPECT_EQ(sock_stats(p.client.get()).cq_entries, fresh_client) << "bcopy grew the CQ";
     EXPECT_EQ(counter_delta(before, "cq_grown"), 0u);
-    constexpr size_t kZc = 256 * 1024;
+    constexpr size_t kZc = 256 * kKiB;
     transfer_checked(p.client.get(), p.server.get(), kZc, 3);
     EXPECT_EQ(counter_delta(before, "zcopy_rx_bytes"), kZc) << "not by zero copy";
     EXPECT_EQ(counter_delta(before, "cq_grown"), 2u) << "one resize on each end";
@@ -1075,9 +1078,11 @@ unsigned big_ring_buffers(unsigned long pages)
     const std::string want = " pages=" + std::to_string(pages) + " ";
     std::string line;
     unsigned n = 0;
-    while (std::getline(in, line))
-        n += line.find("sdp_bigbuf_alloc") != std::string::npos &&
-             line.find(want) != std::string::npos;
+    while (std::getline(in, line)) {
+        if (line.find("sdp_bigbuf_alloc") != std::string::npos &&
+            line.find(want) != std::string::npos)
+            n++;
+    }
     return n;
 }
 
@@ -1232,7 +1237,7 @@ TEST(Lifecycle, DeviceRemovalResetsConnectionsOtherDeviceWorks)
     ASSERT_EQ(poll(&pfd, 1, 10000), 1);
     EXPECT_TRUE(pfd.revents & POLLERR) << "revents " << pfd.revents;
     EXPECT_TRUE(pfd.revents & POLLHUP) << "revents " << pfd.revents;
-    char c;
+    char c = 0;
     EXPECT_EQ(recv(client.get(), &c, 1, 0), -1);
     EXPECT_EQ(errno, ECONNRESET);
     EXPECT_EQ(send(client.get(), "x", 1, MSG_NOSIGNAL), -1);

@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <sstream>
+#include <utility>
 
 namespace sdp::rogue {
 namespace {
@@ -127,7 +128,7 @@ int remaining_ms(std::chrono::steady_clock::time_point end)
 rdma_event_channel* open_event_channel(std::string* error)
 {
     rdma_event_channel* ch = rdma_create_event_channel();
-    if (ch)
+    if (ch != nullptr)
         set_nonblock(ch->fd);
     else
         *error = std::string("rdma_create_event_channel: ") + strerror(errno);
@@ -136,36 +137,36 @@ rdma_event_channel* open_event_channel(std::string* error)
 
 } // namespace
 
-RoguePeer::RoguePeer(Options opt) : opt_(opt)
+RoguePeer::RoguePeer(Options opt) : opt_(std::move(opt))
 {
     ch_ = open_event_channel(&error_);
 }
 
 RoguePeer::~RoguePeer()
 {
-    if (id_ && connected_ && !disconnected_)
+    if ((id_ != nullptr) && connected_ && !disconnected_)
         rdma_disconnect(id_);
-    if (qp_)
+    if (qp_ != nullptr)
         rdma_destroy_qp(id_);
     for (ibv_mr* mr : user_mrs_)
         ibv_dereg_mr(mr);
     for (Buf& b : rx_)
-        if (b.mr)
+        if (b.mr != nullptr)
             ibv_dereg_mr(b.mr);
     for (Buf& b : tx_)
-        if (b.mr)
+        if (b.mr != nullptr)
             ibv_dereg_mr(b.mr);
-    if (cq_)
+    if (cq_ != nullptr)
         ibv_destroy_cq(cq_);
-    if (cc_)
+    if (cc_ != nullptr)
         ibv_destroy_comp_channel(cc_);
-    if (pd_)
+    if (pd_ != nullptr)
         ibv_dealloc_pd(pd_);
-    if (id_)
+    if (id_ != nullptr)
         rdma_destroy_id(id_);
-    if (listen_id_)
+    if (listen_id_ != nullptr)
         rdma_destroy_id(listen_id_);
-    if (ch_)
+    if (ch_ != nullptr)
         rdma_destroy_event_channel(ch_);
 }
 
@@ -189,11 +190,12 @@ bool RoguePeer::wait_cm_event(int expect, int timeout_ms, std::vector<uint8_t>* 
             const int got = ev->event;
             const int status = ev->status;
             if (got == expect) {
-                if (private_data) {
+                if (private_data != nullptr) {
                     const auto* pd = static_cast<const uint8_t*>(ev->param.conn.private_data);
-                    private_data->assign(pd, pd + (pd ? ev->param.conn.private_data_len : 0));
+                    private_data->assign(
+                        pd, pd + (pd != nullptr ? ev->param.conn.private_data_len : 0));
                 }
-                if (evid)
+                if (evid != nullptr)
                     *evid = ev->id;
                 rdma_ack_cm_event(ev);
                 return true;
@@ -221,15 +223,15 @@ bool RoguePeer::wait_cm_event(int expect, int timeout_ms, std::vector<uint8_t>* 
 bool RoguePeer::setup_resources(rdma_cm_id* id)
 {
     pd_ = ibv_alloc_pd(id->verbs);
-    if (!pd_)
+    if (pd_ == nullptr)
         return fail(std::string("ibv_alloc_pd: ") + strerror(errno));
     cc_ = ibv_create_comp_channel(id->verbs);
-    if (!cc_)
+    if (cc_ == nullptr)
         return fail(std::string("ibv_create_comp_channel: ") + strerror(errno));
     set_nonblock(cc_->fd);
     const int cqe = static_cast<int>(opt_.rx_bufs + opt_.tx_slots + 32);
     cq_ = ibv_create_cq(id->verbs, cqe, nullptr, cc_, 0);
-    if (!cq_)
+    if (cq_ == nullptr)
         return fail(std::string("ibv_create_cq: ") + strerror(errno));
     ibv_req_notify_cq(cq_, 0);
 
@@ -238,7 +240,7 @@ bool RoguePeer::setup_resources(rdma_cm_id* id)
     qa.recv_cq = cq_;
     qa.qp_type = IBV_QPT_RC;
     qa.cap.max_send_wr = opt_.tx_slots + 16;
-    qa.cap.max_recv_wr = opt_.rx_bufs ? opt_.rx_bufs : 1;
+    qa.cap.max_recv_wr = opt_.rx_bufs != 0u ? opt_.rx_bufs : 1;
     qa.cap.max_send_sge = 1;
     qa.cap.max_recv_sge = 1;
     qa.sq_sig_all = 1;
@@ -252,7 +254,7 @@ bool RoguePeer::setup_resources(rdma_cm_id* id)
     for (Buf& b : rx_) {
         b.mem.resize(opt_.rx_buf_size);
         b.mr = ibv_reg_mr(pd_, b.mem.data(), b.mem.size(), rx_access);
-        if (!b.mr)
+        if (b.mr == nullptr)
             return fail(std::string("ibv_reg_mr (rx): ") + strerror(errno));
     }
     tx_.resize(opt_.tx_slots);
@@ -260,7 +262,7 @@ bool RoguePeer::setup_resources(rdma_cm_id* id)
     for (Buf& b : tx_) {
         b.mem.resize(kTxBufSize);
         b.mr = ibv_reg_mr(pd_, b.mem.data(), b.mem.size(), 0);
-        if (!b.mr)
+        if (b.mr == nullptr)
             return fail(std::string("ibv_reg_mr (tx): ") + strerror(errno));
     }
     // The initial credit grant: posted before the Hello/HelloAck goes.
@@ -306,7 +308,7 @@ uint16_t RoguePeer::bufs_field() const
 
 bool RoguePeer::connect(const char* ip, int port, int timeout_ms)
 {
-    if (!ch_)
+    if (ch_ == nullptr)
         return false;
     if (rdma_create_id(ch_, &id_, this, RDMA_PS_IB) != 0)
         return fail(std::string("rdma_create_id: ") + strerror(errno));
@@ -359,7 +361,7 @@ bool RoguePeer::connect(const char* ip, int port, int timeout_ms)
 
 bool RoguePeer::listen(const char* ip, int port)
 {
-    if (!ch_)
+    if (ch_ == nullptr)
         return false;
     if (rdma_create_id(ch_, &listen_id_, this, RDMA_PS_IB) != 0)
         return fail(std::string("rdma_create_id: ") + strerror(errno));
@@ -419,7 +421,7 @@ bool RoguePeer::accept(int timeout_ms)
 
 void RoguePeer::disconnect()
 {
-    if (id_ && connected_ && !disconnected_) {
+    if ((id_ != nullptr) && connected_ && !disconnected_) {
         rdma_disconnect(id_);
         disconnected_ = true;
     }
@@ -430,7 +432,7 @@ void RoguePeer::disconnect()
 void RoguePeer::handle_cm_events()
 {
     rdma_cm_event* ev = nullptr;
-    while (ch_ && rdma_get_cm_event(ch_, &ev) == 0) {
+    while ((ch_ != nullptr) && rdma_get_cm_event(ch_, &ev) == 0) {
         const rdma_cm_event_type type = ev->event;
         rdma_cm_id* id = ev->id;
         if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
@@ -450,16 +452,16 @@ void RoguePeer::handle_cm_events()
 
 bool RoguePeer::pump(int timeout_ms)
 {
-    if (!ch_)
+    if (ch_ == nullptr)
         return false;
     const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     bool armed = false;
     for (;;) {
         handle_cm_events();
         bool got = false;
-        if (cq_) {
+        if (cq_ != nullptr) {
             ibv_wc wc[16];
-            int n;
+            int n = 0;
             while ((n = ibv_poll_cq(cq_, 16, wc)) > 0) {
                 for (int i = 0; i < n; i++)
                     handle_wc(&wc[i]);
@@ -470,13 +472,13 @@ bool RoguePeer::pump(int timeout_ms)
             maybe_credit_update();
             return true;
         }
-        if (armed || !cq_) {
+        if (armed || (cq_ == nullptr)) {
             const int left = remaining_ms(end);
             if (left == 0)
                 return false;
-            pollfd pfd[2] = {{ch_->fd, POLLIN, 0}, {cq_ ? cc_->fd : -1, POLLIN, 0}};
+            pollfd pfd[2] = {{ch_->fd, POLLIN, 0}, {cq_ != nullptr ? cc_->fd : -1, POLLIN, 0}};
             poll(pfd, 2, left < 50 ? left : 50);
-            if (cq_ && (pfd[1].revents & POLLIN)) {
+            if ((cq_ != nullptr) && ((pfd[1].revents & POLLIN) != 0)) {
                 ibv_cq* ecq = nullptr;
                 void* ctx = nullptr;
                 if (ibv_get_cq_event(cc_, &ecq, &ctx) == 0)
@@ -485,7 +487,7 @@ bool RoguePeer::pump(int timeout_ms)
             armed = false;
         }
         // Arm, then look once more: nothing can slip between.
-        if (cq_) {
+        if (cq_ != nullptr) {
             ibv_req_notify_cq(cq_, 0);
             armed = true;
         }
@@ -627,7 +629,7 @@ bool RoguePeer::post_message(SendOp op, uint32_t imm_or_rkey, uint8_t mid,
                              uint8_t flags, std::optional<uint32_t> len_override,
                              std::optional<uint32_t> mseq_override, int timeout_ms)
 {
-    if (!connected_ || !qp_)
+    if (!connected_ || (qp_ == nullptr))
         return fail("not connected");
     const size_t total = SDP_BSDH_SIZE + extra.size() + payload.size();
     if (total > kTxBufSize)
@@ -773,7 +775,7 @@ bool RoguePeer::recv_data(void* p, size_t n, int timeout_ms)
             inbox_.erase(sa);
             std::vector<uint8_t> buf(m.zc_len);
             ibv_mr* mr = register_memory(buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
-            if (!mr)
+            if (mr == nullptr)
                 return false;
             const int st = rdma_read(mr, buf.data(), m.zc_len, m.vaddr, m.rkey, remaining_ms(end));
             if (st != IBV_WC_SUCCESS)
@@ -808,12 +810,13 @@ std::optional<Message> RoguePeer::wait_for_any(const std::vector<uint8_t>& mids,
     int after_end = 0;
     pump_until(
         [&] {
-            for (auto it = inbox_.begin(); it != inbox_.end(); ++it)
+            for (auto it = inbox_.begin(); it != inbox_.end(); ++it) {
                 if (std::find(mids.begin(), mids.end(), it->h.mid) != mids.end()) {
                     out = std::move(*it);
                     inbox_.erase(it);
                     return true;
                 }
+            }
             // Gone: what arrived before is in the completion queue by now.
             return (disconnected_ || qp_failed_) && ++after_end > 3;
         },
@@ -825,12 +828,12 @@ std::optional<Message> RoguePeer::wait_for_any(const std::vector<uint8_t>& mids,
 
 ibv_mr* RoguePeer::register_memory(void* p, size_t len, int access)
 {
-    if (!pd_) {
+    if (pd_ == nullptr) {
         fail("no protection domain yet");
         return nullptr;
     }
     ibv_mr* mr = ibv_reg_mr(pd_, p, len, access);
-    if (!mr) {
+    if (mr == nullptr) {
         fail(std::string("ibv_reg_mr: ") + strerror(errno));
         return nullptr;
     }
@@ -841,16 +844,16 @@ ibv_mr* RoguePeer::register_memory(void* p, size_t len, int access)
 int RoguePeer::rdma_op(int opcode, ibv_mr* mr, const void* p, uint32_t len, uint64_t raddr,
                        uint32_t rkey, uint32_t imm, int timeout_ms)
 {
-    if (!qp_)
+    if (qp_ == nullptr)
         return kPostFailed;
-    ibv_sge sge{reinterpret_cast<uintptr_t>(p), len, mr ? mr->lkey : 0};
+    ibv_sge sge{reinterpret_cast<uintptr_t>(p), len, mr != nullptr ? mr->lkey : 0};
     ibv_send_wr wr{};
     ibv_send_wr* bad = nullptr;
     const uint64_t id = kWrRdma | next_wr_id_++;
     wr.wr_id = id;
     wr.opcode = static_cast<ibv_wr_opcode>(opcode);
-    wr.sg_list = len ? &sge : nullptr;
-    wr.num_sge = len ? 1 : 0;
+    wr.sg_list = len != 0u ? &sge : nullptr;
+    wr.num_sge = len != 0u ? 1 : 0;
     wr.send_flags = IBV_SEND_SIGNALED;
     wr.wr.rdma.remote_addr = raddr;
     wr.wr.rdma.rkey = rkey;
@@ -881,19 +884,19 @@ int RoguePeer::rdma_write_imm(ibv_mr* mr, const void* p, uint32_t len, uint64_t 
                               uint32_t rkey, uint32_t imm, int timeout_ms)
 {
     // It takes one of the peer's receive buffers, as a SEND does.
-    if (tx_credits_)
+    if (tx_credits_ != 0u)
         tx_credits_--;
     return rdma_op(IBV_WR_RDMA_WRITE_WITH_IMM, mr, p, len, raddr, rkey, imm, timeout_ms);
 }
 
 bool RoguePeer::kill_qp()
 {
-    if (!qp_)
+    if (qp_ == nullptr)
         return fail("no QP");
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_ERR;
     const int err = ibv_modify_qp(qp_, &attr, IBV_QP_STATE);
-    if (err)
+    if (err != 0)
         return fail(std::string("ibv_modify_qp(ERR): ") + strerror(err));
     qp_failed_ = true;
     return true;
@@ -935,7 +938,7 @@ ReqFlood::ReqFlood()
 ReqFlood::~ReqFlood()
 {
     destroy();
-    if (ch_)
+    if (ch_ != nullptr)
         rdma_destroy_event_channel(ch_);
 }
 
@@ -962,7 +965,7 @@ void ReqFlood::handle(rdma_cm_id* id, int event)
 
 void ReqFlood::pump(int timeout_ms)
 {
-    if (!ch_)
+    if (ch_ == nullptr)
         return;
     pollfd pfd{ch_->fd, POLLIN, 0};
     poll(&pfd, 1, timeout_ms);
@@ -1008,7 +1011,7 @@ bool ReqFlood::wait_event(rdma_cm_id* id, int expect, int timeout_ms)
 int ReqFlood::send(const char* ip, int port, int n, int timeout_ms)
 {
     int out = 0;
-    if (!ch_)
+    if (ch_ == nullptr)
         return 0;
     for (int i = 0; i < n; i++) {
         rdma_cm_id* id = nullptr;
@@ -1057,8 +1060,9 @@ bool ReqFlood::wait_answered(int timeout_ms)
         int answered = 0;
         for (rdma_cm_id* id : ids_) {
             const auto it = last_event_.find(id);
-            answered += it != last_event_.end() && it->second != RDMA_CM_EVENT_ADDR_RESOLVED &&
-                        it->second != RDMA_CM_EVENT_ROUTE_RESOLVED;
+            if (it != last_event_.end() && it->second != RDMA_CM_EVENT_ADDR_RESOLVED &&
+                it->second != RDMA_CM_EVENT_ROUTE_RESOLVED)
+                answered++;
         }
         if (answered == static_cast<int>(ids_.size()))
             return true;

@@ -126,23 +126,24 @@ long long meminfo_kib(const std::string& field)
 long rdma_qp_count()
 {
     FILE* p = popen("rdma res show 2>/dev/null", "r");
-    if (!p)
+    if (p == nullptr)
         return -1;
     std::string text;
     char buf[512];
-    size_t n;
+    size_t n = 0;
     while ((n = fread(buf, 1, sizeof(buf), p)) > 0)
         text.append(buf, n);
     pclose(p);
     std::istringstream in(text);
     std::string word;
     long total = -1;
-    while (in >> word)
+    while (in >> word) {
         if (word == "qp") {
             long v = 0;
             if (in >> v)
                 total = (total < 0 ? 0 : total) + v;
         }
+    }
     return total;
 }
 
@@ -152,9 +153,11 @@ int half_open(int port)
 {
     const std::string suffix = ":" + std::to_string(port);
     int n = 0;
-    for (const ProcLine& p : proc_sockets())
-        n += p.state == "SYN_RECV" && p.local.size() > suffix.size() &&
-             p.local.compare(p.local.size() - suffix.size(), suffix.size(), suffix) == 0;
+    for (const ProcLine& p : proc_sockets()) {
+        if (p.state == "SYN_RECV" && p.local.size() > suffix.size() &&
+            p.local.compare(p.local.size() - suffix.size(), suffix.size(), suffix) == 0)
+            n++;
+    }
     return n;
 }
 
@@ -204,7 +207,7 @@ short wait_pollerr(int fd, int ms)
     for (;;) {
         pfd.revents = 0;
         poll(&pfd, 1, 0);
-        if ((pfd.revents & POLLERR) || std::chrono::steady_clock::now() >= end)
+        if (((pfd.revents & POLLERR) != 0) || std::chrono::steady_clock::now() >= end)
             return pfd.revents;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -249,7 +252,7 @@ class Rogue : public ::testing::Test {
   protected:
     void SetUp() override
     {
-        port_ = next_port_++;
+        port_ = next_port++;
         kmsg_ = std::make_unique<KmsgCapture>();
         before_ = counters();
     }
@@ -309,14 +312,14 @@ class Rogue : public ::testing::Test {
     }
 
     // A blocking send of the whole buffer from the kernel socket.
-    KernelCall kernel_send(std::shared_ptr<std::vector<uint8_t>> buf, int flags = 0)
+    KernelCall kernel_send(const std::shared_ptr<std::vector<uint8_t>>& buf, int flags = 0)
     {
         const int fd = kfd_.get();
         return KernelCall(
             [fd, buf, flags] { return send(fd, buf->data(), buf->size(), MSG_NOSIGNAL | flags); });
     }
 
-    KernelCall kernel_recv(std::shared_ptr<std::vector<uint8_t>> buf, int flags = 0)
+    KernelCall kernel_recv(const std::shared_ptr<std::vector<uint8_t>>& buf, int flags = 0)
     {
         const int fd = kfd_.get();
         return KernelCall([fd, buf, flags] { return recv(fd, buf->data(), buf->size(), flags); });
@@ -376,7 +379,7 @@ class Rogue : public ::testing::Test {
         short ev = wait_pollerr(kfd_.get(), kDetectMs);
         EXPECT_TRUE(ev & POLLERR) << what << ": no POLLERR " << kDetectMs << " ms later (revents 0x"
                                   << std::hex << ev << std::dec << "); " << r.describe();
-        if (!(ev & POLLERR)) {
+        if ((ev & POLLERR) == 0) {
             r.disconnect();
             ev = wait_pollerr(kfd_.get(), 10000);
             ASSERT_TRUE(ev & POLLERR) << what << ": no POLLERR after the rogue disconnected";
@@ -411,7 +414,7 @@ class Rogue : public ::testing::Test {
     void expect_eof_after_reset(const std::string& what, int times = 2)
     {
         for (int i = 0; i < times; i++) {
-            if (i)
+            if (i != 0)
                 std::this_thread::sleep_for(std::chrono::milliseconds(300));
             auto buf = std::make_shared<std::vector<uint8_t>>(64 * kKiB, 0x33);
             KernelCall rc = kernel_recv(buf);
@@ -443,7 +446,7 @@ class Rogue : public ::testing::Test {
     std::unique_ptr<KmsgCapture> kmsg_;
     std::map<std::string, unsigned long long> before_;
     int port_ = 0;
-    static inline int next_port_ = 7600;
+    static inline int next_port = 7600;
 };
 
 // ---- 7. controls: the rogue speaks the protocol --------------------------
@@ -519,7 +522,7 @@ TEST_F(Rogue, ControlDataBothWaysKernelConnectsAndCloses)
     ASSERT_EQ(shutdown(fd, SHUT_WR), 0);
     ASSERT_TRUE(r.wait_for(SDP_MID_DISCONN)) << r.describe();
     ASSERT_TRUE(r.send_control(SDP_MID_DISCONN)) << r.error();
-    char c;
+    char c = 0;
     EXPECT_EQ(recv(fd, &c, 1, 0), 0) << strerror(errno);
     EXPECT_TRUE(r.pump_until([&] { return r.disconnected(); }, 10000)) << r.describe();
     expect_clean_rogue(r);
@@ -657,7 +660,7 @@ TEST_F(Rogue, ControlWritesSinkAvailsInPiecesInOrder)
     EXPECT_EQ(a2->zc_len, kPiece);
     EXPECT_NE(a1->rkey, a2->rkey) << "a registration each";
     expect_no_kernel_address(*a2, "SinkAvail");
-    auto out = pattern_buffer(2 * kPiece, 8);
+    auto out = pattern_buffer(size_t{2} * kPiece, 8);
     ibv_mr* mr = r.register_memory(out->data(), out->size(), 0);
     ASSERT_TRUE(mr) << r.error();
     ASSERT_EQ(r.rdma_write(mr, out->data(), kPiece, a1->vaddr, a1->rkey), IBV_WC_SUCCESS);
@@ -667,7 +670,7 @@ TEST_F(Rogue, ControlWritesSinkAvailsInPiecesInOrder)
     const auto res = k.wait(10000);
     ASSERT_TRUE(res) << r.describe();
     EXPECT_EQ(res->ret, static_cast<ssize_t>(2 * kPiece)) << describe_call(res);
-    EXPECT_EQ(mismatch(in->data(), 2 * kPiece, 0, 8), -1);
+    EXPECT_EQ(mismatch(in->data(), size_t{2} * kPiece, 0, 8), -1);
     EXPECT_EQ(r.rx_count(SDP_MID_SINK_AVAIL), 2u) << "more than the rogue's max_adverts";
     expect_clean_rogue(r);
     EXPECT_EQ(delta("zcopy_rx_bytes"), 2 * kPiece);
@@ -683,13 +686,14 @@ TEST_F(Rogue, MoreSinkAvailsThanAdvertisedResets)
     ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
     const unsigned max = r.peer_max_adverts();
     ASSERT_GE(max, 2u);
-    std::vector<uint8_t> mem((max + 1) * 16 * kKiB);
+    std::vector<uint8_t> mem(size_t{max + 1} * 16 * kKiB);
     ibv_mr* mr =
         r.register_memory(mem.data(), mem.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     ASSERT_TRUE(mr) << r.error();
     const uint64_t va = reinterpret_cast<uintptr_t>(mem.data());
     for (unsigned i = 0; i <= max; i++)
-        ASSERT_TRUE(r.send_sink_avail(16 * kKiB, mr->rkey, va + i * 16 * kKiB)) << r.error();
+        ASSERT_TRUE(r.send_sink_avail(16 * kKiB, mr->rkey, va + uint64_t{i} * 16 * kKiB))
+            << r.error();
     expect_kernel_aborted(r);
     expect_socket_reset(r, "recv() after one SinkAvail too many");
     EXPECT_EQ(delta("conn_err_protocol"), 1u);
@@ -714,12 +718,13 @@ class RogueSource : public Rogue {
                int send_flags = 0)
     {
         ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
-        if (sndtimeo_ms) {
-            const timeval tv{sndtimeo_ms / 1000, (sndtimeo_ms % 1000) * 1000};
+        if (sndtimeo_ms != 0) {
+            const timeval tv{sndtimeo_ms / 1000,
+                             static_cast<suseconds_t>(sndtimeo_ms % 1000) * 1000};
             ASSERT_EQ(setsockopt(kfd_.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0)
                 << strerror(errno);
         }
-        if (send_flags & MSG_ZEROCOPY) {
+        if ((send_flags & MSG_ZEROCOPY) != 0) {
             const int one = 1;
             if (setsockopt(kfd_.get(), SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one)) != 0)
                 ASSERT_EQ(setsockopt(kfd_.get(), SOL_SDP, SDP_ZEROCOPY, &one, sizeof(one)), 0)
@@ -775,13 +780,13 @@ class RogueSource : public Rogue {
         std::vector<uint8_t> in(o.sa.zc_len);
         ibv_mr* mr = r.register_memory(in.data(), in.size(), IBV_ACCESS_LOCAL_WRITE);
         ASSERT_TRUE(mr) << r.error();
-        if (read) {
+        if (read != 0u) {
             ASSERT_EQ(r.rdma_read(mr, in.data(), read, o.sa.vaddr, o.sa.rkey), IBV_WC_SUCCESS);
             ASSERT_TRUE(r.send_rd_compl(read)) << r.error();
         }
         ASSERT_TRUE(r.send_rd_compl(claim)) << r.error();
         const std::string what = "send() after RdmaRdCompl(" + std::to_string(claim) + ")";
-        if (read) {
+        if (read != 0u) {
             const auto res = o.call->wait(kDetectMs);
             ASSERT_TRUE(res) << what << ": " << r.describe();
             EXPECT_EQ(res->ret, static_cast<ssize_t>(read)) << what << ": " << describe_call(res);
@@ -1010,10 +1015,11 @@ TEST_F(RogueSink, MoreSrcAvailsThanAdvertisedResets)
     const unsigned max = r.peer_max_adverts();
     ASSERT_GE(max, 2u) << "the kernel queues several offers";
     Src s;
-    ASSERT_NO_FATAL_FAILURE(make_src(r, &s, (max + 1) * 16 * kKiB));
+    ASSERT_NO_FATAL_FAILURE(make_src(r, &s, size_t{max + 1} * 16 * kKiB));
     const uint64_t va = reinterpret_cast<uintptr_t>(s.mem.data());
     for (unsigned i = 0; i <= max; i++)
-        ASSERT_TRUE(r.send_src_avail(16 * kKiB, s.mr->rkey, va + i * 16 * kKiB)) << r.error();
+        ASSERT_TRUE(r.send_src_avail(16 * kKiB, s.mr->rkey, va + uint64_t{i} * 16 * kKiB))
+            << r.error();
     expect_kernel_aborted(r);
     expect_socket_reset(r, "recv() after one SrcAvail too many");
     EXPECT_EQ(delta("conn_err_protocol"), 1u);
@@ -1115,6 +1121,7 @@ TEST_F(RogueSink, DataWhileSrcAvailOutstandingResets)
     ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
     Src s;
     ASSERT_NO_FATAL_FAILURE(make_src(r, &s));
+    ASSERT_NE(s.mr, nullptr);
     ASSERT_TRUE(r.send_src_avail(64 * kKiB, s.mr->rkey, reinterpret_cast<uintptr_t>(s.mem.data())))
         << r.error();
     ASSERT_TRUE(r.send_raw(SDP_MID_DATA, {}, std::vector<uint8_t>(100, 0x42))) << r.error();
@@ -1143,6 +1150,7 @@ TEST_F(RogueSink, OfferOfAResetConnectionIsNotRead)
     ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
     Src s;
     ASSERT_NO_FATAL_FAILURE(make_src(r, &s));
+    ASSERT_NE(s.mr, nullptr);
     ASSERT_TRUE(r.send_src_avail(64 * kKiB, s.mr->rkey, reinterpret_cast<uintptr_t>(s.mem.data())))
         << r.error();
     ASSERT_TRUE(r.send_raw(SDP_MID_DATA, {}, std::vector<uint8_t>(100, 0x42))) << r.error();
@@ -1163,7 +1171,7 @@ TEST_F(RogueSink, OfferOfAResetConnectionIsNotRead)
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     size_t changed = 0;
     for (uint8_t b : *in)
-        changed += b != 0x22;
+        changed += b != 0x22 ? 1 : 0;
     EXPECT_EQ(changed, 0u) << "an RDMA Read the kernel queued wrote into the application's "
                               "buffer after recv() returned";
     expect_clean_rogue(r);
@@ -1223,8 +1231,9 @@ class RogueSinkAvail : public Rogue {
     void advert(RoguePeer& r, Advert* a, uint8_t fill = 0x11, int rcvtimeo_ms = 0)
     {
         ASSERT_NO_FATAL_FAILURE(rogue_connects(r));
-        if (rcvtimeo_ms) {
-            const timeval tv{rcvtimeo_ms / 1000, (rcvtimeo_ms % 1000) * 1000};
+        if (rcvtimeo_ms != 0) {
+            const timeval tv{rcvtimeo_ms / 1000,
+                             static_cast<suseconds_t>(rcvtimeo_ms % 1000) * 1000};
             ASSERT_EQ(setsockopt(kfd_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0)
                 << strerror(errno);
         }
@@ -1289,7 +1298,8 @@ TEST_F(RogueSinkAvail, RdmaWrComplMoreThanAdvertisedResets)
         [](RoguePeer& r, const Advert& a) {
             auto out = pattern_buffer(a.sk.zc_len, 11);
             ibv_mr* mr = r.register_memory(out->data(), out->size(), 0);
-            if (!mr || r.rdma_write(mr, out->data(), a.sk.zc_len, a.sk.vaddr, a.sk.rkey) != 0)
+            if ((mr == nullptr) ||
+                r.rdma_write(mr, out->data(), a.sk.zc_len, a.sk.vaddr, a.sk.rkey) != 0)
                 return false;
             return r.send_wr_compl(a.sk.zc_len + 1);
         },
@@ -1340,7 +1350,7 @@ TEST_F(RogueSinkAvail, KeyIsInvalidAfterRecvFailed)
         << "the rogue wrote into the application's buffer after recv() returned ECONNRESET";
     size_t changed = 0;
     for (uint8_t b : *a.buf)
-        changed += b != 0x11;
+        changed += b != 0x11 ? 1 : 0;
     EXPECT_EQ(changed, 0u) << "bytes of the application's buffer changed after recv() returned";
     expect_clean_rogue(r);
 }
@@ -1368,7 +1378,7 @@ TEST_F(RogueSinkAvail, RdmaWrComplWithoutAWriteReturnsOnlyTheApplicationsOwnByte
         EXPECT_EQ(res->ret, static_cast<ssize_t>(a.sk.zc_len)) << describe_call(res);
         size_t foreign = 0;
         for (ssize_t i = 0; i < res->ret; i++)
-            foreign += (*a.buf)[static_cast<size_t>(i)] != 0x11;
+            foreign += (*a.buf)[static_cast<size_t>(i)] != 0x11 ? 1 : 0;
         EXPECT_EQ(foreign, 0u) << "recv() returned bytes that were neither written by the peer "
                                   "nor the application's own";
     }
@@ -1400,7 +1410,7 @@ TEST_F(RogueSinkAvail, RdmaWrComplClaimingMoreThanWrittenReturnsOnlyKnownBytes)
             << "the bytes the peer wrote";
         size_t foreign = 0;
         for (size_t i = kWritten; i < got; i++)
-            foreign += (*a.buf)[i] != 0x11;
+            foreign += (*a.buf)[i] != 0x11 ? 1 : 0;
         EXPECT_EQ(foreign, 0u) << "beyond what was written: not the application's own bytes";
     }
     expect_clean_rogue(r);
@@ -1484,7 +1494,7 @@ TEST_F(Rogue, SpliceFromTheSocketNeverAdvertisesKernelMemory)
     std::vector<uint8_t> got(kTotal + 256 * kKiB);
     size_t n = 0;
     ASSERT_EQ(fcntl(rd.get(), F_SETFL, O_NONBLOCK), 0);
-    for (ssize_t m; (m = read(rd.get(), got.data() + n, got.size() - n)) > 0;)
+    for (ssize_t m = 0; (m = read(rd.get(), got.data() + n, got.size() - n)) > 0;)
         n += static_cast<size_t>(m);
     EXPECT_EQ(n, kTotal) << "bytes in the pipe";
     EXPECT_EQ(mismatch(got.data(), std::min(n, kTotal), 0, 13), -1)
@@ -1540,7 +1550,7 @@ class RogueAfterReset : public RogueSink {
         ASSERT_NO_FATAL_FAILURE(expect_eof_after_reset(what, 3));
         size_t changed = 0;
         for (uint8_t b : *in)
-            changed += b != 0x33;
+            changed += b != 0x33 ? 1 : 0;
         EXPECT_EQ(changed, 0u) << what << ": bytes landed in the application's buffer";
         EXPECT_EQ(delta("zcopy_rdma_reads"), 0u) << what << ": the kernel read an offer";
         EXPECT_EQ(delta("zcopy_rx_bytes"), 0u);
@@ -1821,7 +1831,7 @@ TEST_F(RogueSinkAvail, RecvTimeoutCancelNeverAnsweredIsBounded)
               IBV_WC_SUCCESS);
     size_t changed = 0;
     for (uint8_t b : *a.buf)
-        changed += b != 0x11;
+        changed += b != 0x11 ? 1 : 0;
     EXPECT_EQ(changed, 0u);
     EXPECT_EQ(delta("zcopy_timeouts"), 1u);
     EXPECT_EQ(delta("zcopy_rx_bytes"), 0u);
@@ -1868,7 +1878,7 @@ TEST_F(Rogue, KeepaliveDetectsADeadPeerThatGrantedNoCredits)
     const short ev = wait_pollerr(fd, kLimitMs);
     EXPECT_TRUE(ev & POLLERR) << "keepalive did not end the connection " << kLimitMs
                               << " ms after the peer died (revents 0x" << std::hex << ev << ")";
-    if (ev & POLLERR) {
+    if ((ev & POLLERR) != 0) {
         auto buf = std::make_shared<std::vector<uint8_t>>(4096);
         KernelCall rc = kernel_recv(buf);
         const auto res = rc.wait(kDetectMs);
@@ -1941,7 +1951,7 @@ TEST_F(Rogue, PersistProbeDetectsADeadPeerThatGrantedNoCredits)
     EXPECT_TRUE(ev & POLLERR) << "nothing ended the connection " << kLimitMs
                               << " ms after the peer died with our bytes waiting for credits"
                               << " (revents 0x" << std::hex << ev << ")";
-    if (ev & POLLERR) {
+    if ((ev & POLLERR) != 0) {
         auto buf = std::make_shared<std::vector<uint8_t>>(4096);
         KernelCall rc = kernel_recv(buf);
         const auto res = rc.wait(kDetectMs);
@@ -2208,8 +2218,8 @@ class RogueFlood : public Rogue {
         ASSERT_GE(server.get(), 0) << strerror(errno);
         constexpr size_t kLen = 256 * kKiB;
         for (int dir = 0; dir < 2; dir++) {
-            const int from = dir ? server.get() : client.get();
-            const int to = dir ? client.get() : server.get();
+            const int from = dir != 0 ? server.get() : client.get();
+            const int to = dir != 0 ? client.get() : server.get();
             auto out = pattern_buffer(kLen, 19 + dir);
             KernelCall tx([from, out] { return send(from, out->data(), out->size(), 0); });
             std::vector<uint8_t> in(kLen);

@@ -38,6 +38,7 @@
 namespace sdp::vmtest {
 namespace {
 
+constexpr size_t kKiB = 1024;
 constexpr size_t kMiB = 1 << 20;
 
 // Byte i of the test stream: position-dependent, so a misplaced or
@@ -214,7 +215,7 @@ class ZeroCopy : public ::testing::Test {
   protected:
     void SetUp() override
     {
-        port_ = next_port_++;
+        port_ = next_port++;
         p_ = connected_pair(kAddrA, port_);
         ASSERT_GE(p_.server.get(), 0);
         before_ = counters();
@@ -230,7 +231,7 @@ class ZeroCopy : public ::testing::Test {
     Pair p_;
     std::map<std::string, unsigned long long> before_;
     int port_ = 0;
-    static inline int next_port_ = 7400;
+    static inline int next_port = 7400;
 };
 
 TEST_F(ZeroCopy, SrcAvailWhenTheSenderComesFirst)
@@ -367,7 +368,7 @@ TEST_F(ZeroCopy, TinyRecvsGiveTheOfferUp)
 TEST_F(ZeroCopy, PeekOverAnOfferFallsBackToBcopy)
 {
     set_sysctl("zcopy_sink_wait_ms", "5000");
-    constexpr size_t kTotal = 512 * 1024;
+    constexpr size_t kTotal = 512 * kKiB;
     std::thread sender([&] { send_stream(p_.client.get(), kTotal, kTotal); });
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     std::vector<unsigned char> peek(1000);
@@ -375,7 +376,7 @@ TEST_F(ZeroCopy, PeekOverAnOfferFallsBackToBcopy)
     ASSERT_GT(r, 0) << strerror(errno);
     for (ssize_t i = 0; i < r; i++)
         ASSERT_EQ(peek[static_cast<size_t>(i)], pattern(static_cast<uint64_t>(i)));
-    recv_stream(p_.server.get(), kTotal, 64 * 1024);
+    recv_stream(p_.server.get(), kTotal, 64 * kKiB);
     sender.join();
     EXPECT_EQ(delta("zcopy_fallback_peek"), 1u);
     EXPECT_GE(delta("tx_send_sm"), 1u);
@@ -389,7 +390,7 @@ TEST_F(ZeroCopy, NonblockingSendsAndThresholdZeroUseBcopy)
     socklen_t len = sizeof(got);
     ASSERT_EQ(getsockopt(p_.client.get(), SOL_TCP, SDP_ZCOPY_THRESH, &got, &len), 0);
     EXPECT_EQ(got, 0);
-    std::thread reader([&] { recv_stream(p_.server.get(), 2 * kMiB, 64 * 1024); });
+    std::thread reader([&] { recv_stream(p_.server.get(), 2 * kMiB, 64 * kKiB); });
     send_stream(p_.client.get(), kMiB, kMiB);
     // Non-blocking: whatever fits, by bcopy.
     int thresh = 4096;
@@ -433,11 +434,11 @@ TEST_F(ZeroCopy, RegistrationFailureFallsBackToBcopy)
 TEST_F(ZeroCopy, MemlockLimitFallsBackToBcopy)
 {
     constexpr size_t kTotal = 4 * kMiB;
-    std::thread reader([&] { recv_stream(p_.server.get(), kTotal, 64 * 1024); });
+    std::thread reader([&] { recv_stream(p_.server.get(), kTotal, 64 * kKiB); });
     const pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
-        rlimit lim{64 * 1024, 64 * 1024};
+        rlimit lim{64 * kKiB, 64 * kKiB};
         if (setrlimit(RLIMIT_MEMLOCK, &lim) != 0)
             _exit(2);
         __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
@@ -474,7 +475,7 @@ TEST_F(ZeroCopy, MemlockLimitFallsBackToBcopy)
 // answers SendSM; both finish by bcopy.
 TEST_F(ZeroCopy, SendSendDeadlockResolvedBySendSm)
 {
-    constexpr size_t kSmall = 256 * 1024; // fits the rings, as it would TCP's buffers
+    constexpr size_t kSmall = 256 * kKiB; // fits the rings, as it would TCP's buffers
     auto side = [](int fd, uint64_t seed_out, uint64_t seed_in) {
         send_stream(fd, kSmall, kSmall, seed_out);
         recv_stream(fd, kSmall, kSmall, seed_in);
@@ -514,8 +515,8 @@ TEST_F(ZeroCopy, BothSend64MiBBeforeReading)
 // net.sdp.zcopy_sink_wait_ms, and the send returns.
 TEST_F(ZeroCopy, SendThenReadInOneThreadWorksAsOverTcp)
 {
-    send_stream(p_.client.get(), 300 * 1024, 300 * 1024, 5);
-    recv_stream(p_.server.get(), 300 * 1024, 300 * 1024, 5, MSG_WAITALL);
+    send_stream(p_.client.get(), 300 * kKiB, 300 * kKiB, 5);
+    recv_stream(p_.server.get(), 300 * kKiB, 300 * kKiB, 5, MSG_WAITALL);
     EXPECT_GE(delta("zcopy_fallback_no_reader"), 1u);
     EXPECT_GE(delta("rx_send_sm"), 1u);
     EXPECT_GE(delta("rx_src_avail_cancel"), 1u) << "the source cancels on SendSM";
@@ -604,7 +605,7 @@ TEST_F(ZeroCopy, SignalStormSendReturnsAPartialCount)
         EXPECT_EQ(shutdown(p_.client.get(), SHUT_WR), 0);
         if (r > 0)
             recv_stream(p_.server.get(), static_cast<size_t>(r), kMiB, 7);
-        char c;
+        char c = 0;
         EXPECT_EQ(recv(p_.server.get(), &c, 1, 0), 0) << "EOF after the count";
     }
     signal(SIGALRM, SIG_DFL);
@@ -683,7 +684,7 @@ TEST_F(ZeroCopy, SendSmStopsHeldOffersAndTheSendCopiesTheRestInOrder)
     ASSERT_NO_FATAL_FAILURE(wait_offered(s));
     std::vector<unsigned char> tiny(100);
     size_t off = 0;
-    while (off < 64 * 1024) {
+    while (off < 64 * kKiB) {
         const ssize_t n = recv(s, tiny.data(), tiny.size(), 0);
         ASSERT_GT(n, 0) << strerror(errno);
         for (ssize_t i = 0; i < n; i++)
@@ -748,11 +749,12 @@ ssize_t send_interrupted_after_a_partial_read(int c, int s, uint64_t seed)
         EXPECT_GE(n, 0) << "at " << off << ": " << strerror(errno);
         if (n <= 0)
             break;
-        for (size_t i = 0; i < static_cast<size_t>(n); i++)
+        for (size_t i = 0; i < static_cast<size_t>(n); i++) {
             if (first[i] != pattern(off + i, seed)) {
                 ADD_FAILURE() << "byte " << off + i << " of the stream";
                 return r;
             }
+        }
         off += static_cast<size_t>(n);
     }
     EXPECT_EQ(static_cast<ssize_t>(off), r) << "the peer read other than the send's count";
@@ -1112,7 +1114,7 @@ struct ZcRun {
 
 // The sends of the scenario: small (bcopy on SDP), below and above the
 // zero-copy threshold, 1 and 2 MiB (zero copy on SDP).
-const std::vector<size_t> kZcSizes = {100, 4096, 256 * 1024, kMiB, 2 * kMiB};
+const std::vector<size_t> kZcSizes = {100, 4096, 256 * kKiB, kMiB, 2 * kMiB};
 constexpr size_t kZcBatch = 3;
 
 size_t zc_total()
@@ -1227,7 +1229,7 @@ ZcRun run_zerocopy(int family, int proto, int port)
         id++;
     }
     for (size_t i = 0; i < kZcBatch; i++)
-        send_at(64 * 1024, MSG_ZEROCOPY);
+        send_at(64 * kKiB, MSG_ZEROCOPY);
     collect_notes(client.get(), id + kZcBatch - 1, &run.batch);
     reader.join();
     run.quiet_after = !read_note(client.get(), &n);
@@ -1345,7 +1347,7 @@ TEST(MsgZerocopy, CopiedIsPerSend)
         EXPECT_EQ(got[0].ee.ee_data, id);
         const bool copied = (got[0].ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED) != 0;
         EXPECT_EQ(copied, !whole) << "send " << id;
-        zero_copied += whole;
+        zero_copied += whole ? 1 : 0;
     }
     stop = true;
     chatter.join();
@@ -1528,7 +1530,7 @@ TEST_F(ZeroCopy, MsgZerocopySeveralSendsInFlightAtOnce)
 {
     const int c = zerocopy_client(p_);
     constexpr uint32_t kInFlight = 4;
-    constexpr size_t kLen = 256 * 1024;
+    constexpr size_t kLen = 256 * kKiB;
     const auto bufs = send_zerocopy_each(c, kInFlight, kLen, 5);
     ASSERT_FALSE(HasFailure());
     std::vector<unsigned char> fifth(kLen);
@@ -1573,7 +1575,7 @@ TEST_F(ZeroCopy, MsgZerocopyNotificationsStayInOrderWhileTheReaderAdvertises)
 {
     const int c = zerocopy_client(p_);
     constexpr uint32_t kSends = 200;
-    constexpr size_t kLen = 256 * 1024;
+    constexpr size_t kLen = 256 * kKiB;
     std::thread reader(
         [&] { recv_stream(p_.server.get(), kSends * kLen, 5 * kLen, 9, MSG_WAITALL); });
     // Pauses of 0 to 4 ms between the sends sweep the moment the next send
@@ -1614,7 +1616,7 @@ TEST_F(ZeroCopy, MsgZerocopyOneReceiveReadsSeveralOffersAtOnce)
     const int c = zerocopy_client(p_);
     const int s = p_.server.get();
     constexpr uint32_t kInFlight = 4;
-    constexpr size_t kLen = 64 * 1024;
+    constexpr size_t kLen = 64 * kKiB;
     const auto bufs = send_zerocopy_each(c, kInFlight, kLen, 8);
     ASSERT_FALSE(HasFailure());
     ASSERT_NO_FATAL_FAILURE(wait_readable_bytes(s, kInFlight * kLen));
@@ -1652,7 +1654,7 @@ TEST_F(ZeroCopy, MsgZerocopyGivingUpOneOfSeveralOffersCopiesThemInOrder)
 {
     const int c = zerocopy_client(p_);
     constexpr uint32_t kInFlight = 3;
-    constexpr size_t kLen = 256 * 1024;
+    constexpr size_t kLen = 256 * kKiB;
     const auto bufs = send_zerocopy_each(c, kInFlight, kLen, 6);
     ASSERT_FALSE(HasFailure());
     ASSERT_NO_FATAL_FAILURE(wait_readable_bytes(p_.server.get(), kInFlight * kLen));
@@ -1662,7 +1664,7 @@ TEST_F(ZeroCopy, MsgZerocopyGivingUpOneOfSeveralOffersCopiesThemInOrder)
         << strerror(errno);
     for (size_t i = 0; i < sizeof(head); i++)
         ASSERT_EQ(head[i], pattern(i, 6)) << "byte " << i;
-    recv_stream(p_.server.get(), kInFlight * kLen, 64 * 1024, 6);
+    recv_stream(p_.server.get(), kInFlight * kLen, 64 * kKiB, 6);
     std::vector<ZcNote> notes;
     collect_notes(c, kInFlight - 1, &notes);
     uint32_t next = 0;
@@ -1687,7 +1689,7 @@ TEST_F(ZeroCopy, MsgZerocopySeveralInFlightAndAPeerThatResets)
     const int c = zerocopy_client(p_);
     const long pin_before = vm_pin_kib();
     constexpr uint32_t kInFlight = 4;
-    constexpr size_t kLen = 256 * 1024;
+    constexpr size_t kLen = 256 * kKiB;
     const auto bufs = send_zerocopy_each(c, kInFlight, kLen, 7);
     ASSERT_FALSE(HasFailure());
     ASSERT_NO_FATAL_FAILURE(wait_readable_bytes(p_.server.get(), kInFlight * kLen));
@@ -1743,7 +1745,7 @@ TEST_F(ZeroCopy, MsgZerocopyRestOfAGivenUpOfferGoesByBcopy)
         << strerror(errno);
     for (size_t i = 0; i < sizeof(head); i++)
         ASSERT_EQ(head[i], pattern(i, 7)) << "byte " << i;
-    recv_stream(p_.server.get(), kMiB, 256 * 1024, 7);
+    recv_stream(p_.server.get(), kMiB, 256 * kKiB, 7);
     std::vector<ZcNote> notes;
     collect_notes(c, 0, &notes);
     ASSERT_EQ(notes.size(), 1u);
@@ -1798,7 +1800,7 @@ TEST_F(ZeroCopy, MsgZerocopyRestOfAGivenUpOfferWaitsForMemory)
     ASSERT_EQ(recv(p_.server.get(), head, sizeof(head), MSG_PEEK),
               static_cast<ssize_t>(sizeof(head)))
         << strerror(errno);
-    recv_stream(p_.server.get(), kMiB, 256 * 1024, 9);
+    recv_stream(p_.server.get(), kMiB, 256 * kKiB, 9);
     EXPECT_TRUE(FailedAllocs::spent()) << "the injected failures never fired";
     std::vector<ZcNote> notes;
     collect_notes(c, 0, &notes);
@@ -1855,7 +1857,7 @@ TEST_F(ZeroCopy, MsgZerocopyShutdownAndCloseGoAfterTheBytes)
     EXPECT_EQ(errno, EPIPE);
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     recv_stream(p_.server.get(), kMiB, kMiB, 5, MSG_WAITALL);
-    char byte;
+    char byte = 0;
     EXPECT_EQ(recv(p_.server.get(), &byte, 1, 0), 0) << "no end of stream after the bytes";
     std::vector<ZcNote> notes;
     collect_notes(c, 0, &notes);
@@ -1870,7 +1872,7 @@ TEST_F(ZeroCopy, MsgZerocopyShutdownAndCloseGoAfterTheBytes)
     q.client.reset();
     munmap(buf, kMiB);
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    recv_stream(q.server.get(), kMiB, 256 * 1024, 6);
+    recv_stream(q.server.get(), kMiB, 256 * kKiB, 6);
     EXPECT_EQ(recv(q.server.get(), &byte, 1, 0), 0) << "no end of stream after the bytes";
     EXPECT_EQ(delta("zcopy_async_sends"), 2u);
 }
@@ -1986,7 +1988,7 @@ TEST_F(ZeroCopy, MsgZerocopyNonblockingSendAfterBcopyWaitsForTheQueue)
 {
     const int c = zerocopy_client(p_);
     constexpr int kRounds = 6;
-    constexpr size_t kSmall = 48 * 1024, kSmalls = 4, kBig = kMiB;
+    constexpr size_t kSmall = 48 * kKiB, kSmalls = 4, kBig = kMiB;
     constexpr size_t kRound = kSmalls * kSmall + kBig, kLen = kRounds * kRound;
     std::vector<unsigned char> a(kLen);
     fill(a, 0, 11);
@@ -2143,9 +2145,9 @@ struct LongSinkWait {
 bool next_cqe(io_uring* ring, UringCqe* out)
 {
     __kernel_timespec ts{};
-    ts.tv_sec = 10 * wait_scale();
+    ts.tv_sec = 10LL * wait_scale();
     io_uring_cqe* cqe = nullptr;
-    int rc;
+    int rc = 0;
     do {
         rc = io_uring_wait_cqe_timeout(ring, &cqe, &ts);
     } while (rc == -EINTR);
@@ -2161,7 +2163,7 @@ bool next_cqe(io_uring* ring, UringCqe* out)
 }
 
 // Sizes of the zero-copy requests: bcopy-sized, the threshold, 1 MiB.
-const std::vector<size_t> kUringSizes = {100, 64 * 1024, kMiB, 4096, 256 * 1024};
+const std::vector<size_t> kUringSizes = {100, 64 * kKiB, kMiB, 4096, 256 * kKiB};
 constexpr size_t kUringPlain = 8192;
 constexpr size_t kUringReply = 3000;
 

@@ -473,7 +473,7 @@ TEST(SdpStats, SenderByZeroCopy)
 {
     SdpSocketStats st;
     st.tx_bytes = 1048576 * 4 + 24;
-    st.zc_tx_bytes = 1048576 * 4;
+    st.zc_tx_bytes = 4ULL * 1048576;
     st.tx_bcopy_bytes = 24;
     st.src_avail_sent = 3;
     st.rdma_writes = 1;

@@ -13,6 +13,8 @@
 namespace sdp::conformance {
 namespace {
 
+constexpr size_t kKiB = 1024;
+
 std::string text_of(const char* buf, Res r)
 {
     return r.rc > 0 ? std::string(buf, static_cast<size_t>(r.rc)) : std::string();
@@ -120,7 +122,7 @@ SCENARIO("data.msg_trunc_discards")
     srv.rec("peek-discard 2", CALL(recv(s, nullptr, 2, MSG_TRUNC | MSG_PEEK)));
     r = srv.rec("recv 3 after", CALL(recv(s, buf, 3, MSG_WAITALL)));
     srv.txt("data", text_of(buf, r));
-    constexpr size_t kLarge = 512 * 1024;
+    constexpr size_t kLarge = 512 * kKiB;
     constexpr size_t kTail = 100;
     std::vector<char> out(kLarge);
     pattern_fill(12, 0, out.data(), out.size());

@@ -152,7 +152,7 @@ SCENARIO("mt.writers_unlocked_histogram")
     l.val("bytes", static_cast<long long>(got));
     l.flag("histogram matches", seen == expected);
     l.val("send failures", failures.load());
-    l.txt("first send error", first_error.load() ? errname(first_error.load()) : "none");
+    l.txt("first send error", first_error.load() != 0 ? errname(first_error.load()) : "none");
 }
 
 // One thread sends while another receives on the same socket, on both

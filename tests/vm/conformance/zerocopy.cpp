@@ -86,7 +86,7 @@ void fail(int fd, const std::string& why)
         std::string rec = "zerocopy";
         rec += '\x1f';
         rec += "CHECK FAILED: fd " + std::to_string(fd) + ": " + why + '\n';
-        (void)!write(g_trace_fd, rec.data(), rec.size());
+        (void)(write(g_trace_fd, rec.data(), rec.size()) < 0);
     }
     note_check_failed();
 }
@@ -291,34 +291,34 @@ extern "C" {
 
 ssize_t send(int fd, const void* buf, size_t len, int flags)
 {
-    static const auto fn = real<sdp::conformance::SendFn>("send");
+    static const auto kReal = real<sdp::conformance::SendFn>("send");
     flags = stream_flags(fd, flags);
     if ((flags & MSG_ZEROCOPY) == 0)
-        return fn(fd, buf, len, flags);
+        return kReal(fd, buf, len, flags);
     Bounce b(fd, buf, len);
-    const ssize_t r = fn(fd, b.data(buf), len, flags);
+    const ssize_t r = kReal(fd, b.data(buf), len, flags);
     b.done(r);
     return r;
 }
 
 ssize_t sendto(int fd, const void* buf, size_t len, int flags, const sockaddr* to, socklen_t tolen)
 {
-    static const auto fn = real<sdp::conformance::SendtoFn>("sendto");
+    static const auto kReal = real<sdp::conformance::SendtoFn>("sendto");
     flags = stream_flags(fd, flags);
     if ((flags & MSG_ZEROCOPY) == 0)
-        return fn(fd, buf, len, flags, to, tolen);
+        return kReal(fd, buf, len, flags, to, tolen);
     Bounce b(fd, buf, len);
-    const ssize_t r = fn(fd, b.data(buf), len, flags, to, tolen);
+    const ssize_t r = kReal(fd, b.data(buf), len, flags, to, tolen);
     b.done(r);
     return r;
 }
 
 ssize_t sendmsg(int fd, const msghdr* msg, int flags)
 {
-    static const auto fn = real<sdp::conformance::SendmsgFn>("sendmsg");
+    static const auto kReal = real<sdp::conformance::SendmsgFn>("sendmsg");
     flags = stream_flags(fd, flags);
     if ((flags & MSG_ZEROCOPY) == 0 || msg == nullptr)
-        return fn(fd, msg, flags);
+        return kReal(fd, msg, flags);
     // The iovecs gathered into one copy; the rest of msg as it is.
     std::vector<char> gathered;
     for (size_t i = 0; i < msg->msg_iovlen; i++) {
@@ -330,7 +330,7 @@ ssize_t sendmsg(int fd, const msghdr* msg, int flags)
     msghdr m = *msg;
     m.msg_iov = &one;
     m.msg_iovlen = 1;
-    const ssize_t r = fn(fd, &m, flags);
+    const ssize_t r = kReal(fd, &m, flags);
     b.done(r);
     return r;
 }
@@ -341,45 +341,46 @@ ssize_t sendmsg(int fd, const msghdr* msg, int flags)
 // timeout.
 int poll(pollfd* fds, nfds_t n, int timeout)
 {
-    static const auto fn = real<sdp::conformance::PollFn>("poll");
+    static const auto kReal = real<sdp::conformance::PollFn>("poll");
     if (!sdp::conformance::zerocopy_mode())
-        return fn(fds, n, timeout);
+        return kReal(fds, n, timeout);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout);
     drain_all();
-    int r = fn(fds, n, timeout);
+    int r = kReal(fds, n, timeout);
     while (r > 0 && drain_all()) {
-        r = fn(fds, n, 0);
+        r = kReal(fds, n, 0);
         if (r == 0 && ms_left(deadline, timeout) != 0)
-            r = fn(fds, n, ms_left(deadline, timeout));
+            r = kReal(fds, n, ms_left(deadline, timeout));
     }
     return r;
 }
 
 int select(int nfds, fd_set* rd, fd_set* wr, fd_set* ex, timeval* tv)
 {
-    static const auto fn = real<sdp::conformance::SelectFn>("select");
+    static const auto kReal = real<sdp::conformance::SelectFn>("select");
     if (!sdp::conformance::zerocopy_mode())
-        return fn(nfds, rd, wr, ex, tv);
-    const fd_set rd0 = rd ? *rd : fd_set{}, wr0 = wr ? *wr : fd_set{}, ex0 = ex ? *ex : fd_set{};
+        return kReal(nfds, rd, wr, ex, tv);
+    const fd_set rd0 = rd != nullptr ? *rd : fd_set{}, wr0 = wr != nullptr ? *wr : fd_set{},
+                 ex0 = ex != nullptr ? *ex : fd_set{};
     drain_all();
-    int r = fn(nfds, rd, wr, ex, tv);
+    int r = kReal(nfds, rd, wr, ex, tv);
     while (r > 0 && drain_all()) {
-        if (rd)
+        if (rd != nullptr)
             *rd = rd0;
-        if (wr)
+        if (wr != nullptr)
             *wr = wr0;
-        if (ex)
+        if (ex != nullptr)
             *ex = ex0;
         timeval zero{};
-        r = fn(nfds, rd, wr, ex, &zero);
+        r = kReal(nfds, rd, wr, ex, &zero);
         if (r == 0 && (tv == nullptr || tv->tv_sec != 0 || tv->tv_usec != 0)) {
-            if (rd)
+            if (rd != nullptr)
                 *rd = rd0;
-            if (wr)
+            if (wr != nullptr)
                 *wr = wr0;
-            if (ex)
+            if (ex != nullptr)
                 *ex = ex0;
-            r = fn(nfds, rd, wr, ex, tv); // Linux: tv holds the time left
+            r = kReal(nfds, rd, wr, ex, tv); // Linux: tv holds the time left
         }
     }
     return r;
@@ -392,14 +393,14 @@ int select(int nfds, fd_set* rd, fd_set* wr, fd_set* ex, timeval* tv)
 // and if none is left the wait goes on for the rest of the timeout.
 int epoll_wait(int ep, epoll_event* evs, int max, int timeout)
 {
-    static const auto fn = real<sdp::conformance::EpollWaitFn>("epoll_wait");
-    static const auto poll_fn = real<sdp::conformance::PollFn>("poll");
+    static const auto kReal = real<sdp::conformance::EpollWaitFn>("epoll_wait");
+    static const auto kRealPoll = real<sdp::conformance::PollFn>("poll");
     if (!sdp::conformance::zerocopy_mode())
-        return fn(ep, evs, max, timeout);
+        return kReal(ep, evs, max, timeout);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout);
     drain_all();
     for (;;) {
-        const int r = fn(ep, evs, max, ms_left(deadline, timeout));
+        const int r = kReal(ep, evs, max, ms_left(deadline, timeout));
         if (r <= 0 || !drain_all())
             return r;
         std::vector<pollfd> fds;
@@ -408,9 +409,9 @@ int epoll_wait(int ep, epoll_event* evs, int max, int timeout)
             for (const auto& [fd, st] : sdp::conformance::g_socks)
                 fds.push_back(pollfd{fd, 0, 0});
         }
-        poll_fn(fds.data(), fds.size(), 0);
+        kRealPoll(fds.data(), fds.size(), 0);
         for (const pollfd& p : fds) {
-            if (p.revents & POLLERR)
+            if ((p.revents & POLLERR) != 0)
                 return r;
         }
         int kept = 0;
@@ -426,7 +427,7 @@ int epoll_wait(int ep, epoll_event* evs, int max, int timeout)
 
 int close(int fd)
 {
-    static const auto fn = real<sdp::conformance::CloseFn>("close");
+    static const auto kReal = real<sdp::conformance::CloseFn>("close");
     if (sdp::conformance::zerocopy_mode()) {
         const std::lock_guard<std::mutex> lock(sdp::conformance::g_mu);
         auto it = sdp::conformance::g_socks.find(fd);
@@ -437,7 +438,7 @@ int close(int fd)
             sdp::conformance::g_socks.erase(it);
         }
     }
-    return fn(fd);
+    return kReal(fd);
 }
 
 } // extern "C"
