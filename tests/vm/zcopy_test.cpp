@@ -2327,7 +2327,10 @@ TEST(IoUringZerocopy, NotifOnlyOnceThePeerRead)
 // A SEND_ZC larger than one registration with MSG_WAITALL: io_uring's
 // non-blocking issue gets one registration's offer (a short count), and
 // goes on by itself when POLLOUT comes; one result for all of it, one
-// NOTIF, every byte by RDMA and none copied.
+// NOTIF, every byte by RDMA and none copied, in one transfer per
+// registration at least.  A transfer is a SrcAvail the reader reads, or
+// an RDMA Write into the reader's SinkAvail when the reader, waiting in
+// recv() between two offers, made its own first (one run in 40).
 TEST(IoUringZerocopy, WaitallLargerThanARegistrationCopiesNothing)
 {
     const LongSinkWait sink_wait;
@@ -2353,7 +2356,8 @@ TEST(IoUringZerocopy, WaitallLargerThanARegistrationCopiesNothing)
     const sdp_sock_stats st = sock_stats(pair.client.get());
     EXPECT_EQ(st.zc_tx_bytes, kLen);
     EXPECT_EQ(st.tx_bcopy_bytes, 0u);
-    EXPECT_GE(st.src_avail_sent, 3u);
+    EXPECT_GE(st.zc_tx_segs, 3u) << st.src_avail_sent << " SrcAvails, " << st.rdma_writes
+                                 << " RDMA Writes";
     io_uring_queue_exit(&ring);
 }
 
