@@ -420,6 +420,9 @@ TEST(Coalescing, OneByteWritesShareSends)
                                     std::chrono::steady_clock::now() - start)
                                     .count();
         const auto sends = payload_sends(before);
+        // A held write the timer never releases fails here, not hangs.
+        const timeval bound{10L * wait_scale(), 0};
+        ASSERT_EQ(setsockopt(p.server.get(), SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof(bound)), 0);
         std::string got(kWrites, '\0');
         ASSERT_TRUE(recv_all(p.server.get(), got.data(), got.size()));
         for (int i = 0; i < kWrites; i++)
